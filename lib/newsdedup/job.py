@@ -15,11 +15,6 @@ from pyspark.sql import functions as F
 
 from . import cascade, pg, prepare, store
 
-# Stage 4 registers itself here (see newsdedup.semantic); the cascade calls it
-# on what stage 3 left, with (spark, survivors, conf, output) and expects links back.
-SEMANTIC_STAGE: list[Callable[..., DataFrame]] = []
-
-
 def new_run_id(now: datetime | None = None) -> str:
     now = now or datetime.now(timezone.utc)
     return now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
@@ -110,9 +105,9 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: Mapping[str, Any], re
     all_links.append(sim_links)
 
     if conf.get("semantic", {}).get("enabled"):
-        if not SEMANTIC_STAGE:
-            from . import semantic  # noqa: F401  (registers the stage)
-        sem_links = report.timed("semantic", lambda: SEMANTIC_STAGE[0](spark, survivors, docs, conf, output, report))
+        from .semantic import semantic_stage  # torch & co. load only when stage 4 is on
+
+        sem_links = report.timed("semantic", lambda: semantic_stage(spark, survivors, docs, conf, output, report))
         report.counts["links.semantic"] = sem_links.count()
         all_links.append(sem_links)
 
