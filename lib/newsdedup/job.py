@@ -72,12 +72,23 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: Mapping[str, Any], re
                                    F.col("prepare_error").alias("reason"),
                                    F.to_json(F.struct("id", "url", "source", "published_at")).alias("record"))))
 
-    report.counts["input_rows"] = report.timed("prepare", prepared.count) + invalid.count()
-    report.counts["quarantined"] = quarantine.count()
-    report.counts["documents"] = docs.count()
-    report.counts["url_unparseable"] = docs.where(F.col("url_error").isNotNull()).count()
-    report.counts["no_content_hash"] = docs.where(F.col("content_hash").isNull()).count()
-    report.counts["no_simhash"] = docs.where(F.col("simhash").isNull()).count()
+    def summarize():
+        # One pass over the prepared rows for all the per-document counters.
+        ok = F.col("prepare_error").isNull()
+        row = prepared.agg(
+            F.sum(ok.cast("int")).alias("documents"),
+            F.sum((~ok).cast("int")).alias("failed"),
+            F.sum((ok & F.col("url_error").isNotNull()).cast("int")).alias("url_unparseable"),
+            F.sum((ok & F.col("content_hash").isNull()).cast("int")).alias("no_content_hash"),
+            F.sum((ok & F.col("simhash").isNull()).cast("int")).alias("no_simhash"),
+        ).first().asDict()
+        return {k: int(v or 0) for k, v in row.items()}, invalid.count()
+
+    summary, n_invalid = report.timed("prepare", summarize)
+    report.counts["input_rows"] = summary["documents"] + summary["failed"] + n_invalid
+    report.counts["quarantined"] = summary["failed"] + n_invalid
+    for key in ("documents", "url_unparseable", "no_content_hash", "no_simhash"):
+        report.counts[key] = summary[key]
 
     base = docs.select("id", "published_at", "lang", "url_hash", "content_hash", "simhash",
                        *[f"band_{i}" for i in range(int(conf["simhash"]["bands"]))])
@@ -128,7 +139,8 @@ def run(spark: SparkSession, input_path: str, output: str, conf: Mapping[str, An
     if spark.sparkContext.getCheckpointDir() is None:
         spark.sparkContext.setCheckpointDir(str(Path(output).resolve() / "_checkpoints"))
     raw = prepare.read_input(spark, input_path)
-    result = run_cascade(spark, raw, conf, report, output)
+    # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
+    result = run_cascade(spark, raw, conf, report, None if dry_run else output)
     if dry_run:
         report.notes.append("dry run: nothing written to Delta or Postgres")
         return report
@@ -150,6 +162,12 @@ def run(spark: SparkSession, input_path: str, output: str, conf: Mapping[str, An
         delta_links = store.read(spark, output, "duplicate_links")
         loaded = report.timed("load_postgres", lambda: pg.load_links(delta_links, dsn, report.run_id))
         report.counts.update({f"postgres.{k}": v for k, v in loaded.items()})
+        if conf.get("semantic", {}).get("enabled"):
+            from . import pg_vectors
+
+            vec = report.timed("load_postgres_vectors",
+                               lambda: pg_vectors.load_from_delta(spark, output, dsn, conf, report.run_id))
+            report.counts.update({f"postgres.documents.{k}": v for k, v in vec.items() if k != "model_version"})
     runs_row = spark.createDataFrame([(report.run_id, now, input_path, report.to_json())],
                                      "run_id string, started_at timestamp, input string, report string")
     store.append(runs_row, store.table_path(output, "runs"))

@@ -1,0 +1,144 @@
+"""Stages 1-3 on real Spark DataFrames."""
+
+from datetime import datetime, timedelta
+
+from pyspark.sql import functions as F
+
+from newsdedup import cascade, job
+from newsdedup import simhash as sh
+from newsdedup.config import load_config
+
+from conftest import make_df
+
+T0 = datetime(2024, 1, 1, 12, 0)
+
+
+def links_of(df):
+    return {(r.duplicate_id, r.canonical_id, r.stage) for r in df.collect()}
+
+
+def body(seed, n=250):
+    import random
+
+    rng = random.Random(seed)
+    vocab = ("minister announced plan river flood police court budget market school hospital election "
+             "team coach goal match rail bridge port export price fuel rice farmer garment worker").split()
+    return " ".join(rng.choice(vocab) + str(rng.randrange(40)) for _ in range(n))
+
+
+def run(spark, conf, rows):
+    report = job.Report(run_id="test")
+    result = job.run_cascade(spark, make_df(spark, rows), conf, report)
+    return result, report
+
+
+def test_url_stage_picks_earliest_then_lowest_id(spark, conf):
+    b = body(1)
+    rows = [
+        (10, "https://www.e.com/a?utm_source=x", "T", b + " one", T0 + timedelta(hours=2), "e", "en"),
+        (11, "https://e.com/a/", "T", b + " two", T0, "e", "en"),
+        (7, "http://e.com/a#frag", "T", b + " three", T0, "e", "en"),       # same time as 11, lower id
+    ]
+    result, report = run(spark, conf, rows)
+    links = links_of(result.links)
+    assert links == {(10, 7, "url"), (11, 7, "url")}
+    assert report.counts["links.url"] == 2 and report.counts["unique_documents"] == 1
+
+
+def test_content_stage_sees_only_url_survivors_and_ignores_empty_bodies(spark, conf):
+    b = body(2)
+    rows = [
+        (1, "https://a.com/x", '"Headline" - 2', b, T0, "a", None),
+        (2, "https://a.com/x?fbclid=1", '"Headline" - 2', b, T0 + timedelta(minutes=5), "a", None),   # url dup of 1
+        (3, "https://b.com/copy", "\u201cHeadline\u201d \u2013 2", b.replace(" ", "  "), T0 + timedelta(hours=1), "b", None),
+        (4, "https://c.com/empty1", "Live updates", "", T0, "c", None),
+        (5, "https://c.com/empty2", "Live updates", "   ", T0, "c", None),
+        (6, "https://d.com/other", "Headline", body(3), T0, "d", None),
+    ]
+    result, _ = run(spark, conf, rows)
+    links = links_of(result.links)
+    assert (2, 1, "url") in links
+    # 3 differs from 1 only by quotes and whitespace: a content duplicate.
+    assert (3, 1, "content") in links
+    # 2 was resolved at stage 1, so stage 2 never links it again.
+    assert not any(d == 2 and s == "content" for d, _, s in links)
+    # Empty bodies carry no content hash and do not collapse into one document.
+    assert not any(d in (4, 5) for d, _, _ in links)
+    assert not any(d == 6 for d, _, _ in links)
+
+
+def _fp_docs(spark, fingerprints, lang="en"):
+    rows = []
+    for i, (doc_id, fp) in enumerate(fingerprints):
+        rows.append((doc_id, T0 + timedelta(minutes=i), lang, fp, *sh.bands(fp)))
+    return spark.createDataFrame(
+        rows, "id long, published_at timestamp, lang string, simhash long, "
+              "band_0 int, band_1 int, band_2 int, band_3 int")
+
+
+def flip(fp, bits):
+    u = sh.to_unsigned(fp)
+    for b in bits:
+        u ^= 1 << b
+    return sh.to_signed(u)
+
+
+def test_simhash_chain_resolves_to_one_earliest_canonical(spark, conf):
+    a = 0x0123456789ABCDEF
+    b = flip(a, [1, 20, 40])        # 3 bits from a
+    c = flip(b, [5, 25, 45])        # 3 from b, 6 from a: linked only through b
+    far = flip(a, list(range(0, 64, 3)))
+    docs = _fp_docs(spark, [(100, a), (101, b), (102, c), (103, far)])
+    links, survivors, oversize = cascade.simhash_stage(docs, conf)
+    got = {(r.duplicate_id, r.canonical_id, round(r.score * 64)) for r in links.collect()}
+    assert got == {(101, 100, 61), (102, 100, 61)}
+    assert {r.id for r in survivors.collect()} == {100, 103}
+    assert oversize.count() == 0
+
+
+def test_simhash_thresholds_are_per_language(spark):
+    strict = load_config(overrides={"simhash": {"languages": {"en": {"max_hamming": 1}}}})
+    a = 0x0F0F0F0F0F0F0F0F
+    b = flip(a, [3, 30])            # distance 2
+    en = _fp_docs(spark, [(1, a), (2, b)], "en")
+    bn = _fp_docs(spark, [(3, a), (4, b)], "bn")
+    links, _, _ = cascade.simhash_stage(en.unionByName(bn), strict)
+    assert {(r.duplicate_id, r.canonical_id) for r in links.collect()} == {(4, 3)}
+
+
+def test_languages_are_never_compared_with_each_other(spark, conf):
+    a = 0x1111222233334444
+    docs = _fp_docs(spark, [(1, a)], "en").unionByName(_fp_docs(spark, [(2, a)], "bn"))
+    links, _, _ = cascade.simhash_stage(docs, conf)
+    assert links.count() == 0
+
+
+def test_oversize_band_bucket_is_skipped_and_reported(spark):
+    small = load_config(overrides={"simhash": {"max_band_bucket": 2}})
+    # Three fingerprints share band 0 only; pairs 1-2 also share band 3.
+    a = 0x000A_0000_0000_0001
+    b = flip(a, [17, 33])          # changes bands 1 and 2
+    c = sh.to_signed(0x7FFF_5555_3333_0001)
+    docs = _fp_docs(spark, [(1, a), (2, b), (3, c)])
+    links, _, oversize = cascade.simhash_stage(docs, small)
+    assert oversize.count() == 1                          # band 0 bucket of size 3
+    assert {(r.duplicate_id, r.canonical_id) for r in links.collect()} == {(2, 1)}   # found via band 3
+
+
+def test_connected_labels_minimum_per_component(spark):
+    edges = spark.createDataFrame([(1, 2), (2, 3), (3, 4), (10, 11)], "a long, b long")
+    keys = {1: 5, 2: 1, 3: 9, 4: 2, 10: 3, 11: 0}   # id -> rank; smallest rank wins
+    vertices = spark.createDataFrame([(k, (v, k)) for k, v in keys.items()],
+                                     "id long, key struct<ts:int,id:long>")
+    labels = {r.id: r.label.id for r in cascade.connected_labels(edges, vertices, 10).collect()}
+    assert labels == {1: 2, 2: 2, 3: 2, 4: 2, 10: 11, 11: 11}
+
+
+def test_clustering_that_does_not_converge_fails_loudly(spark):
+    import pytest
+
+    edges = spark.createDataFrame([(i, i + 1) for i in range(1, 8)], "a long, b long")
+    vertices = spark.range(1, 9).select("id", F.struct(F.col("id").alias("ts"), "id").alias("key"))
+    with pytest.raises(RuntimeError, match="did not converge"):
+        cascade.connected_labels(edges, vertices.select("id", F.struct(
+            (-F.col("id")).alias("ts"), "id").alias("key")), 2)

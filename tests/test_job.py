@@ -1,0 +1,117 @@
+"""End to end on the bundled sample: Delta tables, Postgres rows, reruns, the CLI."""
+
+import json
+
+import psycopg
+import pytest
+from pyspark.sql import functions as F
+
+from newsdedup import cli, job, store
+
+from conftest import SAMPLE
+
+
+def sample_rows():
+    with open(SAMPLE.with_suffix(".jsonl"), encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def ids_where(pred):
+    return {r["id"] for r in sample_rows() if pred(r)}
+
+
+@pytest.fixture(scope="module")
+def first_run(spark, conf, pg_server_dsn, tmp_path_factory):
+    import uuid
+
+    out = tmp_path_factory.mktemp("out")
+    name = "job_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(pg_server_dsn)
+    dsn = psycopg.conninfo.make_conninfo(**{**info, "dbname": name})
+    report = job.run(spark, str(SAMPLE), str(out), conf, dsn=dsn)
+    return out, dsn, report
+
+
+def pg_links(dsn):
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT duplicate_id, canonical_id, stage, score, run_id FROM duplicate_links").fetchall()
+
+
+def test_sample_run_counts_and_every_row_accounted_for(first_run, spark):
+    out, dsn, report = first_run
+    c = report.counts
+    assert c["input_rows"] == len(sample_rows()) == c["documents"] + c["quarantined"]
+    assert c["links.url"] == 12          # 2 tracking/www variants per story; kalerkantho's slash variant is a new id
+    assert c["links.content"] == 9       # 7 syndicated copies (NFD Bangla among them) + 2 kalerkantho variants
+    assert c["links.simhash"] >= 1
+    assert c["url_unparseable"] == 2     # 'not a url' and a null url: kept as documents
+    assert store.read(spark, out, "documents").count() == c["documents"]
+
+
+def test_links_point_to_the_earliest_document(first_run, spark):
+    out, _, _ = first_run
+    links = store.read(spark, out, "duplicate_links")
+    docs = store.read(spark, out, "documents").select("id", "published_at")
+    joined = (links.join(docs.withColumnRenamed("id", "duplicate_id").withColumnRenamed("published_at", "dup_at"),
+                         "duplicate_id")
+              .join(docs.withColumnRenamed("id", "canonical_id").withColumnRenamed("published_at", "can_at"),
+                    "canonical_id"))
+    assert joined.count() == links.count()
+    assert joined.where(F.col("can_at") > F.col("dup_at")).count() == 0
+    # Each document is suppressed at most once and no canonical is itself a duplicate.
+    assert links.groupBy("duplicate_id").count().where("count > 1").count() == 0
+    dup_ids = {r.duplicate_id for r in links.collect()}
+    assert not dup_ids & {r.canonical_id for r in links.collect()}
+
+
+def test_nfd_bangla_copy_is_a_content_duplicate(first_run, spark):
+    out, _, _ = first_run
+    nfd_ids = ids_where(lambda r: r["source"] == "syndicated" and "/bn/" in r["url"])
+    assert len(nfd_ids) == 3
+    links = store.read(spark, out, "duplicate_links").where(F.col("duplicate_id").isin(*nfd_ids)).collect()
+    assert {r.stage for r in links} == {"content"}
+
+
+def test_postgres_holds_exactly_the_delta_links(first_run, spark):
+    out, dsn, _ = first_run
+    delta = {(r.duplicate_id, r.canonical_id, r.stage) for r in store.read(spark, out, "duplicate_links").collect()}
+    assert {(d, c, s) for d, c, s, _, _ in pg_links(dsn)} == delta
+
+
+def test_rerun_is_idempotent_in_delta_and_postgres(first_run, spark, conf):
+    out, dsn, report = first_run
+    before_delta = store.read(spark, out, "duplicate_links").count()
+    before_pg = sorted(pg_links(dsn))
+    again = job.run(spark, str(SAMPLE), str(out), conf, dsn=dsn)
+    assert again.run_id != report.run_id
+    assert store.read(spark, out, "duplicate_links").count() == before_delta
+    assert store.read(spark, out, "documents").count() == report.counts["documents"]
+    assert sorted(pg_links(dsn)) == before_pg          # same rows, original run ids kept
+    assert again.counts["postgres.inserted"] == 0
+    assert store.read(spark, out, "runs").count() == 2
+
+
+def test_dry_run_writes_nothing(spark, conf, tmp_path):
+    report = job.run(spark, str(SAMPLE), str(tmp_path / "dry"), conf, dry_run=True)
+    assert report.counts["links.url"] == 12
+    assert not (tmp_path / "dry" / "duplicate_links").exists()
+    assert not (tmp_path / "dry" / "pgdata").exists()
+
+
+def test_cli_missing_column_is_a_clear_error(spark, tmp_path, capsys):
+    bad = tmp_path / "bad.parquet"
+    spark.createDataFrame([(1, "https://e.com/a")], "id long, url string").write.parquet(str(bad))
+    code = cli.main(["run", "--input", str(bad), "--output", str(tmp_path / "o"), "--no-postgres"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "missing required column(s): published_at, source, body or html" in err
+
+
+def test_cli_load_dry_run_prints_counts_per_stage(first_run, capsys):
+    out, _, report = first_run
+    assert cli.main(["load", "--output", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert f"url        {report.counts['links.url']}" in text
+    assert "dry run: nothing loaded" in text
