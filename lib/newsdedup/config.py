@@ -14,12 +14,12 @@ class ConfigError(ValueError):
     """A configuration value is missing or inconsistent."""
 
 
-def _default_path() -> Path:
-    # conf/ lives at the repository root; the installed package carries a copy.
+def _default_text() -> str:
+    # conf/ lives at the repository root; installed wheels and the --py-files zip carry a copy.
     repo_conf = Path(__file__).resolve().parents[2] / "conf" / "default.yaml"
-    if repo_conf.exists():
-        return repo_conf
-    return Path(str(resources.files("newsdedup") / "default.yaml"))
+    if repo_conf.is_file():
+        return repo_conf.read_text(encoding="utf-8")
+    return resources.files("newsdedup").joinpath("default.yaml").read_text(encoding="utf-8")
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -34,8 +34,7 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    with open(_default_path(), encoding="utf-8") as fh:
-        conf = yaml.safe_load(fh)
+    conf = yaml.safe_load(_default_text())
     if path is not None:
         with open(path, encoding="utf-8") as fh:
             user = yaml.safe_load(fh) or {}
