@@ -1,0 +1,307 @@
+"""Stage 4: semantic near-duplicates (same event, other outlet, possibly other language).
+
+Survivors of stages 1-3 are embedded on the executors (mapInPandas, one model
+per Python worker, GPU when Spark assigned one to the task), the vectors are
+kept in the Delta table <output>/embeddings tagged with their model_version,
+and candidates are searched only inside a time window: each document is
+placed in a bucket of window_hours and compared, with one matrix product per
+bucket, against its own bucket and the previous one, then filtered exactly on
+|published_at difference| <= window_hours. Pairs at or above the cosine
+threshold are clustered like stage 3, so the earliest document is canonical.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from . import cascade, store
+from . import embeddings as emb
+from .prepare import order_key
+
+EMBEDDINGS_TABLE = "embeddings"
+EMBEDDINGS_SCHEMA = T.StructType([
+    T.StructField("id", T.LongType(), False),
+    T.StructField("model_version", T.StringType(), False),
+    T.StructField("text_hash", T.StringType(), True),
+    T.StructField("embedding", T.ArrayType(T.FloatType()), False),
+    T.StructField("embedded_at", T.TimestampType(), False),
+])
+EDGE_SCHEMA = "a long, b long, score double"
+
+DEFAULTS = {
+    "model": "BAAI/bge-m3", "revision": None, "model_version": None, "device": "auto",
+    "batch_size": 32, "max_seq_length": 512, "max_chars": 4000, "cpu_threads": None,
+    "embed_partitions": None, "window_hours": 48,
+    "thresholds": {"same_language": 0.85, "cross_language": 0.80},
+    "max_bucket": 20000, "max_iterations": 30, "pair_chunk": 512, "backfill_batch": 10000,
+}
+
+
+# ---------------------------------------------------------------- configuration
+
+def semantic_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The semantic section with defaults filled in, checked; raises EmbeddingConfigError."""
+    sem = {**DEFAULTS, **(conf.get("semantic") or {})}
+    sem["thresholds"] = {**DEFAULTS["thresholds"], **(sem.get("thresholds") or {})}
+    for name, value in sem["thresholds"].items():
+        if not -1.0 <= float(value) <= 1.0:
+            raise emb.EmbeddingConfigError(f"semantic.thresholds.{name}={value}: cosine thresholds lie in [-1, 1]")
+    for key in ("batch_size", "max_chars", "window_hours", "max_bucket", "pair_chunk", "backfill_batch"):
+        if float(sem[key]) <= 0:
+            raise emb.EmbeddingConfigError(f"semantic.{key}={sem[key]}: must be positive")
+    if not sem.get("model"):
+        raise emb.EmbeddingConfigError("semantic.model: a sentence-transformers name or local path is required")
+    return sem
+
+
+def embeddings_path(output: str | None) -> str | None:
+    return store.table_path(output, EMBEDDINGS_TABLE) if output else None
+
+
+# ---------------------------------------------------------------- text and embedding
+
+def _blank_to_null(c: Column) -> Column:
+    stripped = F.regexp_replace(c, r"^\s+|\s+$", "")
+    return F.when(stripped != "", stripped)
+
+
+def with_text(docs: DataFrame, max_chars: int) -> DataFrame:
+    """Adds text (title, newline, body; trimmed, cut to max_chars; '' when both are blank) and text_hash."""
+    text = F.substring(F.concat_ws("\n", _blank_to_null(F.col("title")), _blank_to_null(F.col("body"))),
+                       1, int(max_chars))
+    return docs.withColumn("text", text).withColumn("text_hash", F.sha2(F.col("text"), 256))
+
+
+def _task_gpus() -> tuple[str, ...]:
+    """GPU addresses Spark's resource scheduling gave the running task (empty without GPU scheduling)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    resources = ctx.resources() if ctx is not None else {}
+    return tuple(resources["gpu"].addresses) if "gpu" in resources else ()
+
+
+def embed(texts: DataFrame, sem: Mapping[str, Any], version: str) -> DataFrame:
+    """Embed texts (id, text, text_hash; no empty text) on the executors; EMBEDDINGS_SCHEMA rows."""
+    sem = dict(sem)
+    batch_size = int(sem["batch_size"])
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        model = None  # loaded on the first non-empty batch: idle tasks load nothing
+        for pdf in batches:
+            if pdf.empty:
+                continue
+            model = model or emb.model_for(sem, _task_gpus())
+            vecs = emb.encode(model, pdf["text"].tolist(), batch_size)
+            yield pd.DataFrame({"id": pdf["id"], "text_hash": pdf["text_hash"], "embedding": list(vecs)})
+
+    src = texts.select("id", "text", "text_hash")
+    if sem.get("embed_partitions"):
+        src = src.repartition(int(sem["embed_partitions"]))
+    out = src.mapInPandas(run, "id long, text_hash string, embedding array<float>")
+    now = datetime.now(timezone.utc)
+    return out.select("id", F.lit(version).alias("model_version"), "text_hash", "embedding",
+                      F.lit(now).cast("timestamp").alias("embedded_at"))
+
+
+def merge_embeddings(spark: SparkSession, fresh: DataFrame, path: str) -> None:
+    """Upsert by (id, model_version): vectors of other versions are never touched."""
+    fresh = fresh.select(*[F.col(f.name).cast(f.dataType) for f in EMBEDDINGS_SCHEMA.fields])
+    if not store.exists(spark, path):
+        spark.createDataFrame([], EMBEDDINGS_SCHEMA).write.format("delta").save(path)
+    (DeltaTable.forPath(spark, path).alias("t")
+     .merge(fresh.alias("s"), "t.id = s.id AND t.model_version = s.model_version")
+     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+
+def stored_vectors(spark: SparkSession, path: str | None, version: str) -> DataFrame | None:
+    if path is None or not store.exists(spark, path):
+        return None
+    return spark.read.format("delta").load(path).where(F.col("model_version") == version)
+
+
+def vectors_for(spark: SparkSession, texts: DataFrame, sem: Mapping[str, Any], version: str,
+                path: str | None) -> tuple[DataFrame, int, int]:
+    """Vectors of this version for every text: stored ones whose text is unchanged, the rest embedded now.
+
+    Returns (id, model_version, embedding), embedded count, reused count. With a
+    path the new vectors are merged into the Delta table.
+    """
+    keys = texts.select("id", "text_hash")
+    stored = stored_vectors(spark, path, version)
+    todo = texts if stored is None else texts.join(stored.select("id", "text_hash"), ["id", "text_hash"], "left_anti")
+    fresh = cascade.cut_lineage(embed(todo, sem, version))  # inference runs exactly once
+    n_fresh = fresh.count()
+    if path is None:
+        return fresh.select("id", "model_version", "embedding"), n_fresh, 0
+    merge_embeddings(spark, fresh, path)
+    vectors = stored_vectors(spark, path, version).join(keys, ["id", "text_hash"], "left_semi")
+    vectors = cascade.cut_lineage(vectors.select("id", "model_version", "embedding"))
+    return vectors, n_fresh, vectors.count() - n_fresh
+
+
+# ---------------------------------------------------------------- candidate search
+
+def window_pairs(ids: np.ndarray, ts: np.ndarray, langs: np.ndarray, home: np.ndarray, vecs: np.ndarray,
+                 window_s: float, same_thr: float, cross_thr: float, chunk: int = 512) -> list[tuple[int, int, float]]:
+    """Pairs of one bucket group at or above threshold and at most window_s apart.
+
+    The group holds the documents of bucket k (home) and of bucket k-1 (guests).
+    A pair is scored here when at least one side is home (two guests meet in
+    their own bucket); two home documents are taken once (i < j). Returns
+    (a, b, cosine) with a earlier than b. vecs must be unit length.
+    """
+    n = len(ids)
+    if n < 2:
+        return []
+    home_idx = np.flatnonzero(home)
+    out: list[tuple[int, int, float]] = []
+    for start in range(0, len(home_idx), int(chunk)):
+        rows = home_idx[start:start + int(chunk)]
+        sims = vecs[rows] @ vecs.T
+        close = np.abs(ts[rows, None] - ts[None, :]) <= window_s
+        thr = np.where(langs[rows, None] == langs[None, :], same_thr, cross_thr)
+        once = ~home[None, :] | (rows[:, None] < np.arange(n)[None, :])
+        hit_r, hit_c = np.nonzero(close & once & (sims >= thr))
+        for hr, c in zip(hit_r, hit_c):
+            r = rows[hr]
+            i, j = (r, c) if (ts[r], ids[r]) <= (ts[c], ids[c]) else (c, r)
+            out.append((int(ids[i]), int(ids[j]), float(min(1.0, sims[hr, c]))))
+    return out
+
+
+def _bucketed(meta: DataFrame, window_s: int) -> DataFrame:
+    """Each document under its own bucket key (home) and the next one (guest)."""
+    ts = F.col("published_at").cast("long")
+    return (meta.withColumn("ts", ts).withColumn("bucket", F.floor(ts / F.lit(window_s)).cast("long"))
+            .select("id", "ts", F.coalesce("lang", F.lit("")).alias("lang"), "embedding", "bucket",
+                    F.posexplode(F.array(F.col("bucket"), F.col("bucket") + 1)).alias("guest", "key"))
+            .select("id", "ts", "lang", "embedding", "key", (F.col("guest") == 0).alias("home")))
+
+
+def semantic_edges(meta: DataFrame, sem: Mapping[str, Any]) -> tuple[DataFrame, DataFrame]:
+    """Edges (a, b, score) among documents (id, published_at, lang, model_version, embedding).
+
+    Refuses vectors of more than one model_version. Returns (edges, oversize
+    buckets with columns bucket, n): buckets over semantic.max_bucket are left out.
+    """
+    versions = [r[0] for r in meta.select("model_version").distinct().limit(5).collect()]
+    spark = meta.sparkSession
+    if not versions:
+        return spark.createDataFrame([], EDGE_SCHEMA), spark.createDataFrame([], "bucket long, n long")
+    emb.require_same_version(versions, "embeddings")
+    window_s = int(float(sem["window_hours"]) * 3600)
+    bucket = F.floor(F.col("published_at").cast("long") / F.lit(window_s)).cast("long")
+    dated = meta.where(F.col("published_at").isNotNull()).withColumn("bucket", bucket)
+    sizes = dated.groupBy("bucket").agg(F.count("*").alias("n"))
+    oversize = cascade.cut_lineage(sizes.where(F.col("n") > int(sem["max_bucket"])))
+    # Documents of an oversize bucket are left out everywhere, so no group exceeds 2 x max_bucket.
+    kept = dated.join(F.broadcast(oversize.select("bucket")), "bucket", "left_anti").drop("bucket")
+    grouped = _bucketed(kept, window_s)
+    thresholds = sem["thresholds"]
+    same_thr, cross_thr = float(thresholds["same_language"]), float(thresholds["cross_language"])
+    chunk = int(sem["pair_chunk"])
+
+    def score(pdf: pd.DataFrame) -> pd.DataFrame:
+        pairs = window_pairs(pdf["id"].to_numpy(), pdf["ts"].to_numpy(dtype=np.float64),
+                             pdf["lang"].to_numpy(dtype=object), pdf["home"].to_numpy(dtype=bool),
+                             np.stack(pdf["embedding"].to_numpy()).astype(np.float32),
+                             window_s, same_thr, cross_thr, chunk)
+        return pd.DataFrame(pairs, columns=["a", "b", "score"])
+
+    edges = grouped.groupBy("key").applyInPandas(score, EDGE_SCHEMA)
+    return edges, oversize
+
+
+# ---------------------------------------------------------------- the stage
+
+def links_from_edges(edges: DataFrame, vertices: DataFrame, max_iterations: int) -> DataFrame:
+    """Cluster edges; every non-canonical member links to its cluster's earliest document."""
+    labels = cascade.connected_labels(edges, vertices, max_iterations)
+    best = (edges.select(F.col("a").alias("id"), "score")
+            .unionByName(edges.select(F.col("b").alias("id"), "score"))
+            .groupBy("id").agg(F.max("score").alias("score")))
+    return (labels.join(best, "id").where(F.col("label.id") != F.col("id"))
+            .select(F.col("id").alias("duplicate_id"), F.col("label.id").alias("canonical_id"),
+                    F.lit("semantic").alias("stage"), F.col("score").cast("double").alias("score")))
+
+
+def semantic_stage(spark: SparkSession, survivors: DataFrame, docs: DataFrame, conf: Mapping[str, Any],
+                   output: str | None, report) -> DataFrame:
+    """Links (duplicate_id, canonical_id, stage='semantic', score) among the survivors of stages 1-3.
+
+    output None (dry run): vectors are computed but not stored.
+    """
+    sem = semantic_conf(conf)
+    version = emb.model_version(sem)
+    candidates = with_text(survivors.select("id").join(
+        docs.select("id", "published_at", "lang", "title", "body"), "id"), int(sem["max_chars"]))
+    candidates = cascade.cut_lineage(candidates.drop("title", "body"))
+    texts = candidates.where((F.col("text") != "") & F.col("published_at").isNotNull())
+
+    n_empty = candidates.where(F.col("text") == "").count()
+    n_undated = candidates.where((F.col("text") != "") & F.col("published_at").isNull()).count()
+    report.counts["semantic.no_text"] = n_empty
+    report.counts["semantic.no_published_at"] = n_undated
+    if n_empty:
+        report.notes.append(f"semantic: {n_empty} document(s) without title or body text were not embedded")
+    if n_undated:
+        report.notes.append(f"semantic: {n_undated} document(s) without published_at have no time window; "
+                            "stage 4 skipped them")
+
+    vectors, n_embedded, n_reused = vectors_for(spark, texts, sem, version, embeddings_path(output))
+    report.counts["semantic.embedded"] = n_embedded
+    report.counts["semantic.reused_vectors"] = n_reused
+    meta = vectors.join(texts.select("id", "published_at", "lang"), "id")
+    edges, oversize = semantic_edges(meta, sem)
+    edges = cascade.cut_lineage(edges)
+    n_oversize = oversize.count()
+    if n_oversize:
+        report.notes.append(f"semantic: {n_oversize} time bucket(s) over semantic.max_bucket="
+                            f"{sem['max_bucket']} documents were skipped")
+    report.counts["semantic.pairs"] = edges.count()
+    vertices = texts.select("id", order_key().alias("key"))
+    return links_from_edges(edges, vertices, int(sem["max_iterations"]))
+
+
+# ---------------------------------------------------------------- backfill
+
+def backfill(spark: SparkSession, output: str, conf: Mapping[str, Any], limit: int | None = None) -> dict[str, Any]:
+    """Embed up to `limit` documents of <output>/documents that lack a vector of this model_version.
+
+    Like stage 4, it skips documents that stages 1-3 linked as duplicates (active
+    links). Newest documents first (the serving window is the last 48 hours).
+    Vectors of other versions stay as they are; running it again continues where it stopped.
+    """
+    sem = semantic_conf(conf)
+    version = emb.model_version(sem)
+    limit = int(limit or sem["backfill_batch"])
+    if limit <= 0:
+        raise ValueError(f"--limit {limit}: must be positive")
+    path = embeddings_path(output)
+    docs = with_text(store.read(spark, output, "documents").select("id", "published_at", "title", "body"),
+                     int(sem["max_chars"]))
+    texts = docs.where(F.col("text") != "")
+    if store.exists(spark, store.table_path(output, "duplicate_links")):
+        cheap = (store.active_links(spark, output).where(F.col("stage") != "semantic")
+                 .select(F.col("duplicate_id").alias("id")))
+        texts = texts.join(cheap, "id", "left_anti")
+    stored = stored_vectors(spark, path, version)
+    todo = texts if stored is None else texts.join(stored.select("id", "text_hash"), ["id", "text_hash"], "left_anti")
+    todo = cascade.cut_lineage(todo.select("id", "published_at", "text", "text_hash"))
+    pending = todo.count()
+    batch = todo.orderBy(F.col("published_at").desc_nulls_last(), "id").limit(limit)
+    fresh = cascade.cut_lineage(embed(batch, sem, version))
+    n = fresh.count()
+    if n:
+        merge_embeddings(spark, fresh, path)
+    return {"model_version": version, "embedded": n, "remaining": pending - n,
+            "no_text": docs.where(F.col("text") == "").count()}

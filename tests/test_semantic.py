@@ -1,0 +1,124 @@
+"""Stage 4 on real Spark + Delta with the real all-MiniLM-L6-v2 model (HF_HUB_OFFLINE=1)."""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import timedelta
+
+import pytest
+from pyspark.sql import functions as F
+
+from newsdedup import embeddings as emb
+from newsdedup import semantic, store
+from newsdedup.job import Report
+
+from semantic_data import DOC_SCHEMA, SEM, T0, VERSION, doc
+
+WINDOW_H = 48
+# The first bucket boundary after T0, to place a pair on both sides of it.
+_W = WINDOW_H * 3600
+BOUNDARY_H = (math.ceil(T0.timestamp() / _W) * _W - T0.timestamp()) / 3600
+
+
+def conf_with(conf, **sem):
+    return {**conf, "semantic": {**SEM, **sem}}
+
+
+@pytest.fixture(scope="module")
+def archive(spark):
+    rows = [
+        doc(1, "metro_a", BOUNDARY_H - 1),
+        doc(2, "metro_b", BOUNDARY_H + 46),           # 47h later, in the next time bucket
+        doc(3, "derby", 0),
+        doc(4, "derby_other_outlet", 3),              # same game, another outlet
+        doc(5, "other_game", 24),                     # another game, next day: hard negative
+        doc(6, "derby_rematch", 7 * 24),              # same teams a week later: outside the window
+        doc(7, "flood", 5),
+        doc(8, "flood", 5 + 48 + 1 / 60),             # the same text 48h01m later: never compared
+        (9, T0, "en", "  ", "\n", "outlet"),          # nothing to embed
+    ]
+    return spark.createDataFrame(rows, DOC_SCHEMA)
+
+
+def run_stage(spark, docs, conf, output):
+    report = Report(run_id="test")
+    links = semantic.semantic_stage(spark, docs.select("id", "published_at", "lang"), docs, conf, output, report)
+    return {(r.duplicate_id, r.canonical_id): r for r in links.collect()}, report
+
+
+def test_stage_links_paraphrases_and_keeps_hard_negatives_apart(spark, conf, archive, tmp_path):
+    links, report = run_stage(spark, archive, conf_with(conf), str(tmp_path))
+    assert set(links) == {(2, 1), (4, 3)}
+    assert all(r.stage == "semantic" and 0.8 <= r.score <= 1.0 for r in links.values())
+    assert report.counts["semantic.no_text"] == 1
+    assert report.counts["semantic.embedded"] == 8
+    assert any("without title or body" in n for n in report.notes)
+
+    stored = store.read(spark, str(tmp_path), "embeddings")
+    assert stored.count() == 8
+    assert {r[0] for r in stored.select("model_version").distinct().collect()} == {VERSION}
+    assert stored.select(F.size("embedding")).distinct().first()[0] == 384
+
+    # A rerun reuses the stored vectors and finds the same links.
+    again, report2 = run_stage(spark, archive, conf_with(conf), str(tmp_path))
+    assert set(again) == set(links)
+    assert report2.counts["semantic.embedded"] == 0 and report2.counts["semantic.reused_vectors"] == 8
+
+
+def test_window_and_threshold_both_matter(spark, conf, archive):
+    """Widen the window and the rematch joins the derby cluster: the threshold alone is not enough."""
+    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8), None)
+    assert (6, 3) in wide and (8, 7) in wide
+    assert 5 not in {d for d, _ in wide}  # another game stays apart on score alone
+
+
+def test_oversize_buckets_are_skipped_with_a_note(spark, conf, archive):
+    links, report = run_stage(spark, archive, conf_with(conf, max_bucket=1, window_hours=24 * 30), None)
+    assert links == {}
+    assert any("over semantic.max_bucket" in n for n in report.notes)
+
+
+def test_vectors_of_different_model_versions_are_never_compared(spark):
+    meta = spark.createDataFrame(
+        [(1, T0, "en", VERSION, [1.0, 0.0]), (2, T0, "en", "BAAI/bge-m3@unpinned", [1.0, 0.0])],
+        "id long, published_at timestamp, lang string, model_version string, embedding array<float>")
+    with pytest.raises(emb.ModelVersionMismatch, match="different model versions"):
+        semantic.semantic_edges(meta, semantic.semantic_conf({"semantic": SEM}))
+
+
+def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf, tmp_path):
+    out = str(tmp_path)
+    rows = [doc(1, "metro_a", 0), doc(2, "flood", 10), doc(3, "derby", 20), (4, T0, "en", None, " ", "x")]
+    store.merge_documents(spark, spark.createDataFrame(rows, DOC_SCHEMA), store.table_path(out, "documents"))
+    path = semantic.embeddings_path(out)
+    old = spark.createDataFrame([(1, "old@1", "h", [0.6, 0.8], T0), (2, "old@1", "h", [1.0, 0.0], T0)],
+                                semantic.EMBEDDINGS_SCHEMA)
+    semantic.merge_embeddings(spark, old, path)
+    c = conf_with(conf)
+    # Document 2 already has a vector of the new version (from a stage-4 run, say).
+    texts = semantic.with_text(store.read(spark, out, "documents").where("id = 2"), 4000)
+    semantic.merge_embeddings(spark, semantic.embed(texts, semantic.semantic_conf(c), VERSION), path)
+    before = {(r.id, r.model_version): (r.embedding, r.embedded_at) for r in store.read(spark, out, "embeddings").collect()}
+
+    first = semantic.backfill(spark, out, c, limit=1)
+    assert first == {"model_version": VERSION, "embedded": 1, "remaining": 1, "no_text": 1}
+    second = semantic.backfill(spark, out, c, limit=1)
+    assert second["embedded"] == 1 and second["remaining"] == 0
+    assert semantic.backfill(spark, out, c, limit=1)["embedded"] == 0
+
+    after = {(r.id, r.model_version): (r.embedding, r.embedded_at) for r in store.read(spark, out, "embeddings").collect()}
+    assert set(after) == set(before) | {(1, VERSION), (3, VERSION)}  # newest first: 3, then 1
+    for key in before:  # other versions and existing vectors untouched
+        assert after[key] == before[key]
+
+
+@pytest.mark.skipif(not os.environ.get("NEWSDEDUP_BGE_M3"), reason="BGE-M3 weights not available here "
+                    "(set NEWSDEDUP_BGE_M3 to a local copy); all-MiniLM-L6-v2 is English-only")
+def test_bangla_and_english_versions_of_one_story_are_linked_with_bge_m3(spark, conf):
+    docs = spark.createDataFrame([doc(1, "metro_a", 0), doc(2, "bn_metro", 2, lang="bn"), doc(3, "derby", 1)],
+                                 DOC_SCHEMA)
+    c = conf_with(conf, model=os.environ["NEWSDEDUP_BGE_M3"], model_version="bge-m3@test", max_seq_length=512,
+                  thresholds={"same_language": 0.85, "cross_language": 0.80})
+    links, _ = run_stage(spark, docs, c, None)
+    assert set(links) == {(2, 1)}
