@@ -142,3 +142,23 @@ def test_clustering_that_does_not_converge_fails_loudly(spark):
     with pytest.raises(RuntimeError, match="did not converge"):
         cascade.connected_labels(edges, vertices.select("id", F.struct(
             (-F.col("id")).alias("ts"), "id").alias("key")), 2)
+
+
+def test_html_pages_with_different_chrome_are_content_duplicates(spark, conf):
+    story = "<h1>Storm hits the coast</h1>" + "".join(
+        f"<p>Paragraph {i}: the cyclone made landfall near the port on Monday night, officials said, "
+        f"and thousands of families moved to shelters before the surge.</p>" for i in range(6))
+
+    def page(nav, footer):
+        return (f"<html><head><title>x</title><script>track({nav!r})</script></head><body>"
+                f"<nav>{nav}</nav><article>{story}</article><footer>{footer}</footer></body></html>")
+
+    df = spark.createDataFrame(
+        [(1, "https://a.com/storm", "Storm hits the coast", page("Home | World", "(c) A"), T0, "a"),
+         (2, "https://b.com/cyclone", "Storm hits the coast", page("Sport | Opinion | Video", "(c) B"),
+          T0 + timedelta(hours=3), "b")],
+        "id long, url string, title string, html string, published_at timestamp, source string")
+    result = job.run_cascade(spark, df, conf, job.Report(run_id="t"))
+    assert links_of(result.links) == {(2, 1, "content")}
+    flags = {r.id: r.flags for r in result.documents.collect()}
+    assert "from_html" in flags[1]

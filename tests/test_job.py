@@ -100,6 +100,17 @@ def test_dry_run_writes_nothing(spark, conf, tmp_path):
     assert not (tmp_path / "dry" / "pgdata").exists()
 
 
+def test_delta_input_and_detected_language(spark, conf, tmp_path):
+    table = str(tmp_path / "snapshot")
+    spark.read.parquet(str(SAMPLE)).write.format("delta").save(table)
+    result = job.run_cascade(spark, spark.read.format("delta").load(table), conf, job.Report(run_id="t"))
+    langs = {r.id: (r.lang, r.lang_detected) for r in result.documents.collect()}
+    bangla_null = ids_where(lambda r: r["lang"] is None and r["source"] == "prothomalo" and "/bangladesh/capital/" in r["url"])
+    assert bangla_null and all(langs[i] == ("bn", True) for i in bangla_null)
+    english_given = ids_where(lambda r: r["lang"] == "en")
+    assert english_given and all(langs[i] == ("en", False) for i in english_given)
+
+
 def test_cli_missing_column_is_a_clear_error(spark, tmp_path, capsys):
     bad = tmp_path / "bad.parquet"
     spark.createDataFrame([(1, "https://e.com/a")], "id long, url string").write.parquet(str(bad))

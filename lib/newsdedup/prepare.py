@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -197,9 +198,9 @@ class Preparer:
 
         # Stage 3 fingerprint
         spec = self.sim_conf["languages"].get(lang, self.sim_conf["languages"]["default"])
-        feats = sh.features(key, spec["features"], int(spec["ngram"])) if has_body else {}
-        out["n_features"] = len(feats)
-        fp = sh.simhash(feats) if len(feats) >= int(spec.get("min_features", 1)) else None
+        hashes = sh.features(key, spec["features"], int(spec["ngram"])) if has_body else np.empty(0, np.uint64)
+        out["n_features"] = sh.distinct(hashes)
+        fp = sh.simhash(hashes) if out["n_features"] >= int(spec.get("min_features", 1)) else None
         out["simhash"] = fp
         for i, b in enumerate(sh.bands(fp, self.n_bands) if fp is not None else [None] * self.n_bands):
             out[f"band_{i}"] = b

@@ -2,57 +2,88 @@
 
 Features are word shingles for English (word order carries the signal, words are
 short and many) and character n-grams for Bangla (rich inflection and
-inconsistent spacing/joiners make word tokens unstable). Fingerprints are
-returned as signed 64-bit ints so they fit Spark's LongType unchanged.
+inconsistent spacing/joiners make word tokens unstable).
+
+Features are never materialised as strings: each word (or code point) gets a
+64-bit value and an n-gram's hash is a multiply-add chain over its members,
+finished with the splitmix64 mixer, all vectorised in numpy. The result is
+deterministic across processes and machines (no Python hash randomisation).
+Fingerprints are signed 64-bit ints so they fit Spark's LongType unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter
-from typing import Mapping
+from functools import lru_cache
 
 import numpy as np
 
-_BIT_SHIFTS = np.arange(64, dtype=np.uint64)
 _TOKEN = re.compile(r"\w+")
 _NON_TEXT = re.compile(r"[^\w\u0980-\u09ff]+")
+_K = np.uint64(0x9E3779B97F4A7C15)          # odd multiplier (golden ratio) for the n-gram chain
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
 
 
-def features(text: str, kind: str, n: int) -> Counter:
-    """Weighted features of already-normalised text: word n-gram shingles or character n-grams."""
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser, elementwise on uint64 arrays (wrapping arithmetic)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * _C1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _C2
+    return x ^ (x >> np.uint64(31))
+
+
+@lru_cache(maxsize=1 << 20)
+def _word_value(word: str) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def _ngram_hashes(values: np.ndarray, n: int) -> np.ndarray:
+    """Hash of every window of n consecutive values (all windows at once)."""
+    if len(values) < n:
+        return _mix(values.copy())
+    m = len(values) - n + 1
+    acc = values[:m].copy()
+    for k in range(1, n):
+        acc = _mix(acc * _K + values[k:k + m])
+    return _mix(acc)
+
+
+def features(text: str, kind: str, n: int) -> np.ndarray:
+    """One uint64 hash per feature occurrence of already-normalised text.
+
+    kind 'word': n-word shingles (the words themselves if there are fewer than n).
+    kind 'char': n-character grams over letters/marks with single spaces as word boundaries.
+    """
     folded = text.casefold()
     if kind == "word":
         toks = _TOKEN.findall(folded)
-        if len(toks) < n:
-            return Counter(toks)
-        return Counter(" ".join(toks[i:i + n]) for i in range(len(toks) - n + 1))
-    if kind == "char":
-        # Keep Bengali combining signs (they are not \w) and single spaces as word boundaries.
+        values = np.fromiter((_word_value(t) for t in toks), dtype=np.uint64, count=len(toks))
+    elif kind == "char":
         squeezed = _NON_TEXT.sub(" ", folded).strip()
-        if len(squeezed) < n:
-            return Counter([squeezed]) if squeezed else Counter()
-        return Counter(squeezed[i:i + n] for i in range(len(squeezed) - n + 1))
-    raise ValueError(f"unknown feature kind {kind!r}")
+        values = np.frombuffer(squeezed.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    else:
+        raise ValueError(f"unknown feature kind {kind!r}")
+    if len(values) == 0:
+        return values
+    return _ngram_hashes(values, n)
 
 
-def _hash64(feature: str) -> int:
-    return int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-def simhash(feats: Mapping[str, int]) -> int | None:
-    """Signed 64-bit SimHash of weighted features; None when there are none."""
-    if not feats:
+def simhash(hashes: np.ndarray) -> int | None:
+    """Signed 64-bit SimHash; repeated features weigh by their count. None when there are none."""
+    if len(hashes) == 0:
         return None
-    hashes = np.fromiter((_hash64(f) for f in feats), dtype=np.uint64, count=len(feats))
-    weights = np.fromiter(feats.values(), dtype=np.int64, count=len(feats))
-    bits = ((hashes[:, None] >> _BIT_SHIFTS) & np.uint64(1)).astype(np.int64)   # (n, 64)
-    votes = (weights[:, None] * (2 * bits - 1)).sum(axis=0)
-    value = 0
-    for i in np.flatnonzero(votes > 0):
-        value |= 1 << int(i)
+    bits = np.unpackbits(np.ascontiguousarray(hashes, dtype="<u8").view(np.uint8).reshape(-1, 8),
+                         axis=1, bitorder="little")                      # (n, 64), bit i at column i
+    votes = 2 * bits.sum(axis=0, dtype=np.int64) - len(hashes)
+    value = int(np.packbits(votes > 0, bitorder="little").view("<u8")[0])
     return to_signed(value)
+
+
+def distinct(hashes: np.ndarray) -> int:
+    return int(len(np.unique(hashes)))
 
 
 def to_signed(value: int) -> int:
