@@ -1,0 +1,168 @@
+"""Embeddings in Postgres (pgvector): the `documents` table, its HNSW index, the seed query.
+
+Loads follow pg.py: executors COPY into an unlogged staging table under a load
+id, then one transaction upserts the staged rows. The table holds one
+model_version at a time; a load of another version is refused, because the
+seed query would otherwise rank vectors of different models against each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from psycopg import sql
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from . import pg, store
+from .embeddings import ModelVersionMismatch, require_same_version
+
+DOCUMENT_COLUMNS = ("id", "published_at", "lang", "source", "title", "canonical_url", "model_version", "embedding")
+INDEX_NAME = "documents_embedding_hnsw"
+
+# The query the product runs; $1 is the query vector (same model_version as the table).
+SEED_QUERY = ("SELECT id, 1 - (embedding <=> $1) AS similarity FROM documents "
+              "WHERE published_at > now() - interval '48 hours' ORDER BY embedding <=> $1 LIMIT 10")
+
+SCHEMA_SQL = """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS documents (
+    id            bigint PRIMARY KEY,
+    published_at  timestamptz,
+    lang          text,
+    source        text,
+    title         text,
+    canonical_url text,
+    model_version text NOT NULL,
+    embedding     vector({dim}) NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {index} ON documents USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS documents_published_at_idx ON documents (published_at);
+CREATE UNLOGGED TABLE IF NOT EXISTS documents_staging (
+    load_id text NOT NULL,
+    LIKE documents
+);
+CREATE INDEX IF NOT EXISTS documents_staging_load_idx ON documents_staging (load_id);
+"""
+
+MERGE_SQL = """
+INSERT INTO documents ({cols})
+SELECT DISTINCT ON (id) {cols} FROM documents_staging WHERE load_id = %(load_id)s ORDER BY id
+ON CONFLICT (id) DO UPDATE SET {updates}
+"""
+
+
+def vector_literal(values: Sequence[float]) -> str:
+    """pgvector's text form: [0.1,0.2,...]."""
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def table_dim(conn) -> int | None:
+    """Dimension of documents.embedding, or None when the table does not exist yet."""
+    row = conn.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('documents') "
+                       "AND attname = 'embedding'").fetchone()
+    return int(row[0]) if row else None
+
+
+def ensure_schema(dsn: str, dim: int) -> None:
+    if dim <= 0:
+        raise ValueError(f"embedding dimension {dim}: must be positive")
+    with pg.connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        existing = table_dim(conn)
+        if existing is not None and existing != dim:
+            raise ModelVersionMismatch(
+                f"Postgres documents.embedding is vector({existing}) but the vectors to load have {dim} "
+                "dimensions: they come from another model; load them into a fresh table or database")
+        conn.execute(SCHEMA_SQL.format(dim=int(dim), index=INDEX_NAME))
+
+
+def table_version(conn) -> str | None:
+    row = conn.execute("SELECT model_version FROM documents LIMIT 1").fetchone()
+    return row[0] if row else None
+
+
+def load_documents(df: DataFrame, dsn: str, load_id: str) -> dict[str, Any]:
+    """Idempotently upsert documents with embeddings (DOCUMENT_COLUMNS, embedding array<float>).
+
+    Refuses a DataFrame mixing model versions, and a version other than the one
+    already in the table. Returns staged/inserted/updated counts.
+    """
+    versions = [r[0] for r in df.select("model_version").distinct().limit(5).collect()]
+    if not versions:
+        return {"staged": 0, "inserted": 0, "updated": 0, "model_version": None}
+    version = require_same_version(versions, "rows to load")
+    dims = [r[0] for r in df.select(F.size("embedding")).distinct().limit(5).collect()]
+    if len(dims) != 1:
+        raise ValueError(f"embeddings of one model_version with different dimensions {sorted(dims)}")
+    ensure_schema(dsn, int(dims[0]))
+    with pg.connect(dsn) as conn:
+        current = table_version(conn)
+        if current is not None and current != version:
+            raise ModelVersionMismatch(
+                f"Postgres documents hold model_version {current!r}, refusing to add {version!r}: "
+                "the seed query would compare vectors of different models")
+        conn.execute("DELETE FROM documents_staging WHERE load_id = %s", (load_id,))
+    staged_df = df.select(*[c for c in DOCUMENT_COLUMNS if c != "embedding"],
+                          F.concat(F.lit("["), F.array_join(F.col("embedding").cast("array<string>"), ","),
+                                   F.lit("]")).alias("embedding"))
+    staged = pg.stage_dataframe(staged_df, dsn, "documents_staging", DOCUMENT_COLUMNS, load_id)
+    cols = sql.SQL(", ").join(map(sql.Identifier, DOCUMENT_COLUMNS))
+    updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
+                                 for c in DOCUMENT_COLUMNS if c != "id")
+    with pg.connect(dsn) as conn:
+        with conn.transaction():
+            conn.execute("LOCK TABLE documents IN SHARE ROW EXCLUSIVE MODE")
+            current = table_version(conn)  # again, under the lock: a concurrent load may have won
+            if current is not None and current != version:
+                raise ModelVersionMismatch(f"Postgres documents switched to {current!r} during the load of {version!r}")
+            before = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+            conn.execute(sql.SQL(MERGE_SQL).format(cols=cols, updates=updates), {"load_id": load_id})
+            after = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+            conn.execute("DELETE FROM documents_staging WHERE load_id = %s", (load_id,))
+    return {"staged": staged, "inserted": after - before, "updated": staged - (after - before),
+            "model_version": version}
+
+
+def documents_with_vectors(spark: SparkSession, output: str, model_version: str) -> DataFrame:
+    """Rows for load_documents from the Delta tables: documents joined with their vector of one version."""
+    vectors = (store.read(spark, output, "embeddings").where(F.col("model_version") == model_version)
+               .select("id", "model_version", "embedding"))
+    docs = store.read(spark, output, "documents").select(*DOCUMENT_COLUMNS[:6])
+    return docs.join(vectors, "id").select(*DOCUMENT_COLUMNS)
+
+
+def _execute(verb: str, query_vector: Sequence[float]) -> sql.Composed:
+    # EXECUTE is a utility statement: its argument must be a literal, not a bound parameter.
+    return sql.SQL(verb + " seed_query({})").format(sql.Literal(vector_literal(query_vector)))
+
+
+def nearest(dsn: str, query_vector: Sequence[float], model_version: str) -> list[tuple[int, float]]:
+    """Run SEED_QUERY (as written, through PREPARE) for a vector of model_version."""
+    with pg.connect(dsn) as conn:
+        current = table_version(conn)
+        if current is not None and current != model_version:
+            raise ModelVersionMismatch(
+                f"query vector is {model_version!r} but Postgres documents hold {current!r}")
+        conn.execute(f"PREPARE seed_query(vector) AS {SEED_QUERY}")
+        rows = conn.execute(_execute("EXECUTE", query_vector)).fetchall()
+        return [(int(i), float(s)) for i, s in rows]
+
+
+def seed_query_plan(dsn: str, query_vector: Sequence[float]) -> str:
+    """EXPLAIN of SEED_QUERY with sequential scans discouraged (shows whether the HNSW index can serve it)."""
+    with pg.connect(dsn) as conn:
+        conn.execute("SET enable_seqscan = off")
+        conn.execute(f"PREPARE seed_query(vector) AS {SEED_QUERY}")
+        rows = conn.execute(_execute("EXPLAIN EXECUTE", query_vector)).fetchall()
+        return "\n".join(r[0] for r in rows)
+
+
+def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: Mapping[str, Any], load_id: str) -> dict[str, Any]:
+    from .embeddings import model_version
+    from .semantic import semantic_conf
+
+    version = model_version(semantic_conf(conf))
+    if not store.exists(spark, store.table_path(output, "embeddings")):
+        return {"staged": 0, "inserted": 0, "updated": 0, "model_version": version}
+    return load_documents(documents_with_vectors(spark, output, version), dsn, load_id)

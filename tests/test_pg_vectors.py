@@ -1,0 +1,80 @@
+"""Embeddings in real PostgreSQL 18 + pgvector: HNSW index, the seed query, idempotent and version-safe loads."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import psycopg
+import pytest
+
+from newsdedup import embeddings as emb
+from newsdedup import pg_vectors as pv
+
+from semantic_data import SEM, VERSION, text
+
+ISSUE_SEED_QUERY = ("SELECT id, 1 - (embedding <=> $1) AS similarity FROM documents WHERE published_at > "
+                    "now() - interval '48 hours' ORDER BY embedding <=> $1 LIMIT 10")
+ROWS = [(11, 1, "metro_a"), (12, 2, "derby"), (13, 3, "flood"), (14, 72, "metro_b")]  # id, hours ago, article
+
+
+@pytest.fixture(scope="module")
+def vectors():
+    model = emb.model_for(SEM)
+    keys = [k for _, _, k in ROWS] + ["metro_b"]
+    return dict(zip(keys, emb.encode(model, [text(k) for k in keys])))
+
+
+def frame(spark, vectors, version=VERSION, rows=ROWS):
+    now = datetime.now(timezone.utc)
+    data = [(i, now - timedelta(hours=h), "en", "outlet", key, f"https://x/{i}", version,
+             [float(x) for x in vectors[key]]) for i, h, key in rows]
+    return spark.createDataFrame(data, "id long, published_at timestamp, lang string, source string, title string, "
+                                       "canonical_url string, model_version string, embedding array<float>")
+
+
+def test_seed_query_is_the_one_from_the_issue():
+    assert pv.SEED_QUERY == ISSUE_SEED_QUERY
+
+
+def test_seed_query_returns_the_nearest_recent_document(spark, pg_dsn, vectors):
+    loaded = pv.load_documents(frame(spark, vectors), pg_dsn, "load-1")
+    assert loaded == {"staged": 4, "inserted": 4, "updated": 0, "model_version": VERSION}
+    hits = pv.nearest(pg_dsn, vectors["metro_b"], VERSION)
+    # 14 is metro_b itself (similarity 1) but 72 hours old: outside the seed query's window.
+    assert hits[0][0] == 11 and 14 not in {i for i, _ in hits}
+    assert hits[0][1] == pytest.approx(float(vectors["metro_a"] @ vectors["metro_b"]), abs=1e-4)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+
+
+def test_hnsw_cosine_index_exists_and_serves_the_seed_query(spark, pg_dsn, vectors):
+    pv.load_documents(frame(spark, vectors), pg_dsn, "load-1")
+    with psycopg.connect(pg_dsn) as c:
+        (indexdef,) = c.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (pv.INDEX_NAME,)).fetchone()
+        typ = c.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                        "WHERE attrelid = 'documents'::regclass AND attname = 'embedding'").fetchone()[0]
+    assert "USING hnsw" in indexdef and "vector_cosine_ops" in indexdef
+    assert typ == "vector(384)"
+    assert pv.INDEX_NAME in pv.seed_query_plan(pg_dsn, vectors["metro_b"])
+
+
+def test_reloading_is_idempotent(spark, pg_dsn, vectors):
+    pv.load_documents(frame(spark, vectors), pg_dsn, "load-1")
+    again = pv.load_documents(frame(spark, vectors), pg_dsn, "load-1")
+    assert again["inserted"] == 0 and again["updated"] == 4
+    with psycopg.connect(pg_dsn) as c:
+        assert c.execute("SELECT count(*) FROM documents").fetchone()[0] == 4
+        assert c.execute("SELECT count(*) FROM documents_staging").fetchone()[0] == 0
+
+
+def test_another_model_version_is_refused(spark, pg_dsn, vectors):
+    pv.load_documents(frame(spark, vectors), pg_dsn, "load-1")
+    with pytest.raises(emb.ModelVersionMismatch, match="refusing to add 'other@2'"):
+        pv.load_documents(frame(spark, vectors, version="other@2", rows=ROWS[:1]), pg_dsn, "load-2")
+    with pytest.raises(emb.ModelVersionMismatch, match="query vector is 'other@2'"):
+        pv.nearest(pg_dsn, vectors["metro_b"], "other@2")
+    short = {k: np.asarray(v[:8]) for k, v in vectors.items()}
+    with pytest.raises(emb.ModelVersionMismatch, match="vector\\(384\\)"):
+        pv.load_documents(frame(spark, short, rows=ROWS[:1]), pg_dsn, "load-3")
+    with psycopg.connect(pg_dsn) as c:
+        assert c.execute("SELECT DISTINCT model_version FROM documents").fetchall() == [(VERSION,)]
