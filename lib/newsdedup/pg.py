@@ -41,6 +41,58 @@ CREATE UNLOGGED TABLE IF NOT EXISTS duplicate_links_staging (
 CREATE INDEX IF NOT EXISTS duplicate_links_staging_load_idx ON duplicate_links_staging (load_id);
 """
 
+# Fixed score bins per stage for histograms: simhash scores are 1 - d/64, so one
+# bin per Hamming distance; semantic scores are cosines, in steps of 0.02.
+SCORE_BIN_WIDTH = {"url": 1.0, "content": 1.0, "simhash": 1.0 / 64, "semantic": 0.02}
+
+
+def score_bin_sql(score: str = "score", stage: str = "stage") -> str:
+    """SQL (valid in Postgres and Spark) for the lower edge of a link's score bin.
+
+    Widths are written in exponent form so that Spark reads them as doubles, not decimals.
+    """
+    width = "CASE " + " ".join(f"WHEN {stage} = '{s}' THEN {w:.17e}" for s, w in SCORE_BIN_WIDTH.items()) + " END"
+    # The epsilon keeps exact edges (1 - 3/64) in their own bin despite float rounding.
+    return f"(floor({score} / ({width}) + 1e-9) * ({width}))"
+
+
+VIEWS_SQL = f"""
+CREATE OR REPLACE VIEW link_stats_daily AS
+SELECT (linked_at AT TIME ZONE 'UTC')::date AS day, stage,
+       count(*) FILTER (WHERE reverted_at IS NULL) AS active,
+       count(*) FILTER (WHERE reverted_at IS NOT NULL) AS reverted,
+       min(score) AS min_score, avg(score) AS avg_score, max(score) AS max_score
+FROM duplicate_links GROUP BY 1, 2;
+
+CREATE OR REPLACE VIEW link_score_histogram AS
+SELECT (linked_at AT TIME ZONE 'UTC')::date AS day, stage, {score_bin_sql()} AS bin_lower,
+       count(*) FILTER (WHERE reverted_at IS NULL) AS active,
+       count(*) FILTER (WHERE reverted_at IS NOT NULL) AS reverted
+FROM duplicate_links GROUP BY 1, 2, 3;
+
+-- Each document that takes part in an active link, with its ultimate canonical:
+-- active links are followed until a document that is nobody's duplicate. Where a
+-- document has several active links (from different runs), the newest wins.
+CREATE OR REPLACE VIEW document_canonical AS
+WITH RECURSIVE edge AS (
+    SELECT DISTINCT ON (duplicate_id) duplicate_id, canonical_id, stage
+    FROM duplicate_links WHERE reverted_at IS NULL
+    ORDER BY duplicate_id, linked_at DESC, array_position(ARRAY['url','content','simhash','semantic'], stage),
+             canonical_id
+), walk (document_id, canonical_id, depth, stages) AS (
+    SELECT duplicate_id, canonical_id, 1, ARRAY[stage] FROM edge
+    UNION ALL
+    SELECT w.document_id, e.canonical_id, w.depth + 1, w.stages || e.stage
+    FROM walk w JOIN edge e ON e.duplicate_id = w.canonical_id
+) CYCLE canonical_id SET is_cycle USING cycle_path
+(SELECT DISTINCT ON (document_id) document_id, canonical_id, depth, stages
+ FROM walk WHERE NOT is_cycle
+ ORDER BY document_id, depth DESC)
+UNION ALL
+SELECT DISTINCT e.canonical_id, e.canonical_id, 0, ARRAY[]::text[]
+FROM edge e WHERE NOT EXISTS (SELECT 1 FROM edge d WHERE d.duplicate_id = e.canonical_id);
+"""
+
 MERGE_LINKS_SQL = """
 INSERT INTO duplicate_links ({cols})
 SELECT DISTINCT ON (duplicate_id, canonical_id, stage) {cols}
@@ -83,6 +135,7 @@ def connect(dsn: str, autocommit: bool = False) -> psycopg.Connection:
 def ensure_schema(dsn: str) -> None:
     with connect(dsn) as conn:
         conn.execute(SCHEMA_SQL)
+        conn.execute(VIEWS_SQL)
 
 
 def copy_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],
