@@ -47,6 +47,79 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pg_for(args: argparse.Namespace, conf) -> str | None:
+    """The DSN a maintenance command should use; None when --no-postgres was given."""
+    from . import pg
+
+    if getattr(args, "no_postgres", False):
+        return None
+    return pg.resolve_dsn(conf, getattr(args, "output", None), args.pg)
+
+
+def cmd_revert(args: argparse.Namespace) -> int:
+    from . import revert
+    from .spark import get_spark
+
+    conf = config.load_config(args.conf)
+    sel = revert.Selection(stage=args.stage, below=args.below, run_id=args.run, undo=args.undo)
+    spark = get_spark(conf, "newsdedup-revert")
+    dsn = _pg_for(args, conf)
+    verb = "restore" if args.undo else "revert"
+    if args.dry_run:
+        counts = revert.count_delta(spark, args.output, sel)
+        for stage in sorted(counts):
+            print(f"{stage:<10} {counts[stage]}")
+        pg_part = f", postgres {revert.count_postgres(dsn, sel)}" if dsn else ""
+        print(f"would {verb}: delta {sum(counts.values())}{pg_part} (dry run: nothing changed)")
+        return 0
+    result = revert.apply(spark, args.output, sel, dsn=dsn, reason=args.reason)
+    pg_part = "" if result.postgres is None else f" postgres={result.postgres}"
+    print(f"{verb}d: delta={result.delta}{pg_part}")
+    return 0
+
+
+def _date(text: str):
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from None
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    import json
+
+    from . import stats
+
+    conf = config.load_config(args.conf)
+    flt = stats.Filter(stage=args.stage, day=args.day, since=args.since, until=args.until)
+    if args.source == "postgres":
+        daily, hist = stats.postgres_stats(_pg_for(args, conf), flt)
+    else:
+        from .spark import get_spark
+
+        if not args.output:
+            raise ValueError("stats --source delta needs --output")
+        daily, hist = stats.delta_stats(get_spark(conf, "newsdedup-stats"), args.output, flt)
+    if args.json:
+        print(json.dumps({"daily": daily, "histogram": hist}, default=str, indent=2))
+    else:
+        print(stats.format_stats(daily, hist))
+    return 0
+
+
+def cmd_migrate_urls(args: argparse.Namespace) -> int:
+    from . import migrate
+
+    conf = config.load_config(args.conf)
+    target = migrate.Target(args.table, args.id_column, args.url_column, args.source_column)
+    report = migrate.migrate(args.pg, target, conf["url"], apply=args.apply, batch_size=args.batch_size,
+                             skip_collisions=args.skip_collisions)
+    print(report.text(limit=args.show))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="newsdedup", description="Deduplicate a news archive with Spark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -68,6 +141,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load-id", help="reuse a load id to resume a failed load")
     p.add_argument("--dry-run", action="store_true", help="print counts per stage, load nothing")
     p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser("revert", help="soft-revert links (stamp reverted_at) in Delta and Postgres")
+    _common(p)
+    p.add_argument("--output", required=True)
+    p.add_argument("--stage", required=True, choices=["url", "content", "simhash", "semantic"])
+    p.add_argument("--below", type=float, help="only links with score < BELOW")
+    p.add_argument("--run", help="only links of this run id")
+    p.add_argument("--reason", help="text stored in revert_reason")
+    p.add_argument("--undo", action="store_true", help="restore matching reverted links instead")
+    p.add_argument("--pg", help="Postgres DSN (default: embedded server under OUTPUT/pgdata)")
+    p.add_argument("--no-postgres", action="store_true", help="Delta only")
+    p.add_argument("--dry-run", action="store_true", help="print how many links per stage would change")
+    p.set_defaults(func=cmd_revert)
+
+    p = sub.add_parser("stats", help="links per stage per day and score histograms")
+    _common(p)
+    p.add_argument("--output", help="directory of the Delta tables (for --source delta)")
+    p.add_argument("--stage", choices=["url", "content", "simhash", "semantic"])
+    p.add_argument("--day", type=_date, help="YYYY-MM-DD (UTC day of linked_at)")
+    p.add_argument("--since", type=_date, help="YYYY-MM-DD, inclusive")
+    p.add_argument("--until", type=_date, help="YYYY-MM-DD, inclusive")
+    p.add_argument("--source", choices=["delta", "postgres"], default="delta")
+    p.add_argument("--pg", help="Postgres DSN for --source postgres")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("migrate-urls", help="rewrite a Postgres table's URLs to canonical form (dry run by default)")
+    _common(p)
+    p.add_argument("--pg", required=True)
+    p.add_argument("--table", required=True, help="table name, optionally schema-qualified")
+    p.add_argument("--id-column", default="id")
+    p.add_argument("--url-column", default="url")
+    p.add_argument("--source-column", help="column naming the source, for per-source URL rules")
+    p.add_argument("--apply", action="store_true", help="update the rows (one transaction)")
+    p.add_argument("--skip-collisions", action="store_true",
+                   help="leave rows whose new URL collides with another row unchanged")
+    p.add_argument("--batch-size", type=int, default=10_000)
+    p.add_argument("--show", type=int, default=20, help="how many collisions/malformed URLs to list")
+    p.set_defaults(func=cmd_migrate_urls)
 
     return parser
 
