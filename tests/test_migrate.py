@@ -47,8 +47,10 @@ def test_dry_run_reports_and_changes_nothing(pg_dsn, conf):
     assert report.malformed_examples[0][0] == 4
     assert report.collisions == [("https://prothomalo.com/a", [1, 2])]
     assert not report.applied
-    # the temporary table went with the rolled-back transaction: a second dry run works
-    assert migrate.migrate(pg_dsn, TARGET, conf["url"]).changed == 3
+    # the temporary table went with the rolled-back transaction: a second dry run works, and
+    # rows in different batches still see each other as collisions
+    one_by_one = migrate.migrate(pg_dsn, TARGET, conf["url"], batch_size=1)
+    assert one_by_one.changed == 3 and one_by_one.collisions == report.collisions
 
 
 def test_apply_updates_in_batches_keeps_ids_and_foreign_keys(pg_dsn, conf):
