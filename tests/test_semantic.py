@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from newsdedup import embeddings as emb
-from newsdedup import semantic, store
+from newsdedup import cli, semantic, store
 from newsdedup.job import Report
 
 from semantic_data import DOC_SCHEMA, SEM, T0, VERSION, doc
@@ -47,36 +47,45 @@ def run_stage(spark, docs, conf, output):
     return {(r.duplicate_id, r.canonical_id): r for r in links.collect()}, report
 
 
-def test_stage_links_paraphrases_and_keeps_hard_negatives_apart(spark, conf, archive, tmp_path):
-    links, report = run_stage(spark, archive, conf_with(conf), str(tmp_path))
+@pytest.fixture(scope="module")
+def first_run(spark, conf, archive, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("semantic"))
+    links, report = run_stage(spark, archive, conf_with(conf), out)
+    return out, links, report
+
+
+def test_stage_links_paraphrases_and_keeps_hard_negatives_apart(first_run, spark):
+    out, links, report = first_run
     assert set(links) == {(2, 1), (4, 3)}
     assert all(r.stage == "semantic" and 0.8 <= r.score <= 1.0 for r in links.values())
     assert report.counts["semantic.no_text"] == 1
     assert report.counts["semantic.embedded"] == 8
     assert any("without title or body" in n for n in report.notes)
 
-    stored = store.read(spark, str(tmp_path), "embeddings")
+    stored = store.read(spark, out, "embeddings")
     assert stored.count() == 8
     assert {r[0] for r in stored.select("model_version").distinct().collect()} == {VERSION}
     assert stored.select(F.size("embedding")).distinct().first()[0] == 384
 
-    # A rerun reuses the stored vectors and finds the same links.
-    again, report2 = run_stage(spark, archive, conf_with(conf), str(tmp_path))
+
+def test_without_output_nothing_is_stored_and_oversize_buckets_are_noted(spark, conf, archive, tmp_path):
+    links, report = run_stage(spark, archive, conf_with(conf, max_bucket=1, window_hours=24 * 30), None)
+    assert links == {} and report.counts["semantic.embedded"] == 8
+    assert any("over semantic.max_bucket=1 were skipped" in n for n in report.notes)
+
+
+def test_rerun_reuses_stored_vectors(first_run, spark, conf, archive):
+    out, links, _ = first_run
+    again, report = run_stage(spark, archive, conf_with(conf), out)
     assert set(again) == set(links)
-    assert report2.counts["semantic.embedded"] == 0 and report2.counts["semantic.reused_vectors"] == 8
+    assert report.counts["semantic.embedded"] == 0 and report.counts["semantic.reused_vectors"] == 8
 
 
-def test_window_and_threshold_both_matter(spark, conf, archive):
+def test_window_and_threshold_both_matter(first_run, spark, conf, archive):
     """Widen the window and the rematch joins the derby cluster: the threshold alone is not enough."""
-    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8), None)
+    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8), first_run[0])
     assert (6, 3) in wide and (8, 7) in wide
     assert 5 not in {d for d, _ in wide}  # another game stays apart on score alone
-
-
-def test_oversize_buckets_are_skipped_with_a_note(spark, conf, archive):
-    links, report = run_stage(spark, archive, conf_with(conf, max_bucket=1, window_hours=24 * 30), None)
-    assert links == {}
-    assert any("over semantic.max_bucket" in n for n in report.notes)
 
 
 def test_vectors_of_different_model_versions_are_never_compared(spark):
@@ -87,7 +96,7 @@ def test_vectors_of_different_model_versions_are_never_compared(spark):
         semantic.semantic_edges(meta, semantic.semantic_conf({"semantic": SEM}))
 
 
-def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf, tmp_path):
+def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf, tmp_path, capsys):
     out = str(tmp_path)
     rows = [doc(1, "metro_a", 0), doc(2, "flood", 10), doc(3, "derby", 20), (4, T0, "en", None, " ", "x")]
     store.merge_documents(spark, spark.createDataFrame(rows, DOC_SCHEMA), store.table_path(out, "documents"))
@@ -111,6 +120,13 @@ def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf
     assert set(after) == set(before) | {(1, VERSION), (3, VERSION)}  # newest first: 3, then 1
     for key in before:  # other versions and existing vectors untouched
         assert after[key] == before[key]
+
+    # The command line: a new version starts from nothing and leaves the others alone.
+    assert cli.main(["embed-backfill", "--output", out, "--model", SEM["model"], "--model-version", "cli@1",
+                     "--device", "cpu", "--limit", "10"]) == 0
+    assert "model_version=cli@1 embedded=3 remaining=0 no_text=1" in capsys.readouterr().out
+    versions = store.read(spark, out, "embeddings").groupBy("model_version").count().collect()
+    assert {r["model_version"]: r["count"] for r in versions} == {"old@1": 2, VERSION: 3, "cli@1": 3}
 
 
 @pytest.mark.skipif(not os.environ.get("NEWSDEDUP_BGE_M3"), reason="BGE-M3 weights not available here "

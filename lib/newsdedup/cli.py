@@ -120,6 +120,21 @@ def cmd_migrate_urls(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_embed_backfill(args: argparse.Namespace) -> int:
+    from . import semantic
+    from .spark import get_spark
+
+    sem = {k: v for k, v in (("model", args.model), ("model_version", args.model_version),
+                             ("device", args.device)) if v}
+    if args.model and not args.model_version:
+        sem["model_version"] = None  # derive it from the new model, never inherit another model's tag
+    conf = config.load_config(args.conf, overrides={"semantic": sem})
+    spark = get_spark(conf, "newsdedup-embed-backfill")
+    result = semantic.backfill(spark, args.output, conf, limit=args.limit)
+    print(" ".join(f"{k}={v}" for k, v in result.items()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="newsdedup", description="Deduplicate a news archive with Spark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -180,6 +195,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=10_000)
     p.add_argument("--show", type=int, default=20, help="how many collisions/malformed URLs to list")
     p.set_defaults(func=cmd_migrate_urls)
+
+    p = sub.add_parser("embed-backfill", help="embed documents lacking a vector of a model version, one bounded batch")
+    _common(p)
+    p.add_argument("--output", required=True, help="directory with the documents and embeddings Delta tables")
+    p.add_argument("--model", help="sentence-transformers name or local path (default: semantic.model)")
+    p.add_argument("--model-version", help="version tag stored with the vectors (default: semantic.model_version)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: semantic.device")
+    p.add_argument("--limit", type=int, help="documents per run (default: semantic.backfill_batch)")
+    p.set_defaults(func=cmd_embed_backfill)
 
     return parser
 

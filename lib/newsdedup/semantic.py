@@ -135,17 +135,22 @@ def vectors_for(spark: SparkSession, texts: DataFrame, sem: Mapping[str, Any], v
     Returns (id, model_version, embedding), embedded count, reused count. With a
     path the new vectors are merged into the Delta table.
     """
-    keys = texts.select("id", "text_hash")
+    cols = ["id", "model_version", "embedding"]
     stored = stored_vectors(spark, path, version)
-    todo = texts if stored is None else texts.join(stored.select("id", "text_hash"), ["id", "text_hash"], "left_anti")
+    if stored is None:
+        reused, todo = None, texts
+    else:
+        # Materialised before the merge below changes the table under it.
+        reused = cascade.cut_lineage(stored.join(texts.select("id", "text_hash"), ["id", "text_hash"], "left_semi")
+                                     .select(*cols))
+        todo = texts.join(reused.select("id"), "id", "left_anti")
     fresh = cascade.cut_lineage(embed(todo, sem, version))  # inference runs exactly once
     n_fresh = fresh.count()
-    if path is None:
-        return fresh.select("id", "model_version", "embedding"), n_fresh, 0
-    merge_embeddings(spark, fresh, path)
-    vectors = stored_vectors(spark, path, version).join(keys, ["id", "text_hash"], "left_semi")
-    vectors = cascade.cut_lineage(vectors.select("id", "model_version", "embedding"))
-    return vectors, n_fresh, vectors.count() - n_fresh
+    if path is not None and n_fresh:
+        merge_embeddings(spark, fresh, path)
+    if reused is None:
+        return fresh.select(*cols), n_fresh, 0
+    return reused.unionByName(fresh.select(*cols)), n_fresh, reused.count()
 
 
 # ---------------------------------------------------------------- candidate search
@@ -187,24 +192,24 @@ def _bucketed(meta: DataFrame, window_s: int) -> DataFrame:
             .select("id", "ts", "lang", "embedding", "key", (F.col("guest") == 0).alias("home")))
 
 
-def semantic_edges(meta: DataFrame, sem: Mapping[str, Any]) -> tuple[DataFrame, DataFrame]:
+def semantic_edges(meta: DataFrame, sem: Mapping[str, Any]) -> tuple[DataFrame, list]:
     """Edges (a, b, score) among documents (id, published_at, lang, model_version, embedding).
 
     Refuses vectors of more than one model_version. Returns (edges, oversize
-    buckets with columns bucket, n): buckets over semantic.max_bucket are left out.
+    buckets as rows of bucket, n): buckets over semantic.max_bucket are left out.
     """
     versions = [r[0] for r in meta.select("model_version").distinct().limit(5).collect()]
-    spark = meta.sparkSession
     if not versions:
-        return spark.createDataFrame([], EDGE_SCHEMA), spark.createDataFrame([], "bucket long, n long")
+        return meta.sparkSession.createDataFrame([], EDGE_SCHEMA), []
     emb.require_same_version(versions, "embeddings")
     window_s = int(float(sem["window_hours"]) * 3600)
     bucket = F.floor(F.col("published_at").cast("long") / F.lit(window_s)).cast("long")
     dated = meta.where(F.col("published_at").isNotNull()).withColumn("bucket", bucket)
     sizes = dated.groupBy("bucket").agg(F.count("*").alias("n"))
-    oversize = cascade.cut_lineage(sizes.where(F.col("n") > int(sem["max_bucket"])))
+    # Few rows (one per skipped 48h bucket): kept on the driver.
+    oversize = sizes.where(F.col("n") > int(sem["max_bucket"])).collect()
     # Documents of an oversize bucket are left out everywhere, so no group exceeds 2 x max_bucket.
-    kept = dated.join(F.broadcast(oversize.select("bucket")), "bucket", "left_anti").drop("bucket")
+    kept = dated.where(~F.col("bucket").isin([r["bucket"] for r in oversize])).drop("bucket")
     grouped = _bucketed(kept, window_s)
     thresholds = sem["thresholds"]
     same_thr, cross_thr = float(thresholds["same_language"]), float(thresholds["cross_language"])
@@ -247,8 +252,9 @@ def semantic_stage(spark: SparkSession, survivors: DataFrame, docs: DataFrame, c
     candidates = cascade.cut_lineage(candidates.drop("title", "body"))
     texts = candidates.where((F.col("text") != "") & F.col("published_at").isNotNull())
 
-    n_empty = candidates.where(F.col("text") == "").count()
-    n_undated = candidates.where((F.col("text") != "") & F.col("published_at").isNull()).count()
+    row = candidates.agg(F.sum((F.col("text") == "").cast("int")).alias("empty"),
+                         F.sum(((F.col("text") != "") & F.col("published_at").isNull()).cast("int")).alias("undated")).first()
+    n_empty, n_undated = int(row["empty"] or 0), int(row["undated"] or 0)
     report.counts["semantic.no_text"] = n_empty
     report.counts["semantic.no_published_at"] = n_undated
     if n_empty:
@@ -257,19 +263,20 @@ def semantic_stage(spark: SparkSession, survivors: DataFrame, docs: DataFrame, c
         report.notes.append(f"semantic: {n_undated} document(s) without published_at have no time window; "
                             "stage 4 skipped them")
 
-    vectors, n_embedded, n_reused = vectors_for(spark, texts, sem, version, embeddings_path(output))
+    vectors, n_embedded, n_reused = report.timed(
+        "semantic.vectors", lambda: vectors_for(spark, texts, sem, version, embeddings_path(output)))
     report.counts["semantic.embedded"] = n_embedded
     report.counts["semantic.reused_vectors"] = n_reused
     meta = vectors.join(texts.select("id", "published_at", "lang"), "id")
-    edges, oversize = semantic_edges(meta, sem)
-    edges = cascade.cut_lineage(edges)
-    n_oversize = oversize.count()
-    if n_oversize:
-        report.notes.append(f"semantic: {n_oversize} time bucket(s) over semantic.max_bucket="
-                            f"{sem['max_bucket']} documents were skipped")
+    edges, oversize = report.timed("semantic.search", lambda: semantic_edges(meta, sem))
+    edges = report.timed("semantic.search", lambda: cascade.cut_lineage(edges))
+    if oversize:
+        report.notes.append(f"semantic: {len(oversize)} time bucket(s) over semantic.max_bucket={sem['max_bucket']} "
+                            f"were skipped ({sum(r['n'] for r in oversize)} documents not compared)")
     report.counts["semantic.pairs"] = edges.count()
     vertices = texts.select("id", order_key().alias("key"))
-    return links_from_edges(edges, vertices, int(sem["max_iterations"]))
+    return report.timed("semantic.cluster",
+                        lambda: links_from_edges(edges, vertices, int(sem["max_iterations"])))
 
 
 # ---------------------------------------------------------------- backfill
