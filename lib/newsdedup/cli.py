@@ -135,6 +135,41 @@ def cmd_embed_backfill(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from . import evaluate
+    from .spark import get_spark
+
+    conf = config.load_config(args.conf)
+    spark = get_spark(conf, "newsdedup-eval")
+    ev = evaluate.run_eval(spark, conf, args.output, n_docs=args.docs, seed=args.seed,
+                           input_path=args.input, truth_path=args.truth, plot=args.plot)
+    print(evaluate.report_text(ev))
+    print(f"\nwrote {args.output}/eval.json and {args.plot or args.output + '/simhash_distances.png'}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import bench
+    from .spark import get_spark
+
+    conf = config.load_config(args.conf)
+    spark = get_spark(conf, "newsdedup-bench")
+    command = "newsdedup bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "newsdedup bench"
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(partial: "bench.Bench") -> None:   # rewritten after every size
+        out.write_text(bench.markdown(partial), encoding="utf-8")
+
+    result = bench.run_bench(spark, conf, bench.parse_sizes(args.sizes), seed=args.seed, root=args.work,
+                             allpairs_n=args.allpairs_sample, embed_sample=args.embed_sample,
+                             minhash_limit_s=args.minhash_limit, command=command, on_progress=save)
+    print(bench.markdown(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="newsdedup", description="Deduplicate a news archive with Spark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -204,6 +239,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: semantic.device")
     p.add_argument("--limit", type=int, help="documents per run (default: semantic.backfill_batch)")
     p.set_defaults(func=cmd_embed_backfill)
+
+    p = sub.add_parser("eval", help="precision/recall/F1 per stage on a labelled synthetic corpus, distance plot")
+    _common(p)
+    p.add_argument("--docs", type=int, default=5000, help="documents to generate (ignored with --input)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--input", help="an existing corpus (Parquet, job input schema) instead of generating one")
+    p.add_argument("--truth", help="its ground truth (Parquet: id, cluster_id, kind, lang, template_id, parent_id)")
+    p.add_argument("--output", default="out/eval", help="directory for the corpus, eval.json and the plot")
+    p.add_argument("--plot", help="PNG path of the SimHash distance plot (default: OUTPUT/simhash_distances.png)")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("bench", help="docs/s per stage, peak memory and baselines on synthetic corpora")
+    _common(p)
+    p.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated corpus sizes (10k, 1m allowed)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", default="docs/benchmarks.md", help="Markdown report")
+    p.add_argument("--work", default="out/bench", help="directory for the generated corpora")
+    p.add_argument("--allpairs-sample", type=int, default=4000, help="documents in the all-pairs SimHash sample")
+    p.add_argument("--embed-sample", type=int, default=256, help="documents embedded to time baseline (c); 0 skips")
+    p.add_argument("--minhash-limit", type=float, default=900, help="seconds before MinHashLSH is cancelled; 0 skips")
+    p.set_defaults(func=cmd_bench)
 
     return parser
 
