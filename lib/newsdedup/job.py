@@ -153,8 +153,9 @@ def run(spark: SparkSession, input_path: str, output: str, conf: Mapping[str, An
         store.merge_documents(spark, result.documents.withColumn("run_id", run_col),
                               store.table_path(output, "documents")),
         store.insert_links(spark, links, store.table_path(output, "duplicate_links")),
-        store.append(result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
-                     store.table_path(output, "quarantine")),
+        store.insert_quarantine(spark,
+                                result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
+                                store.table_path(output, "quarantine")),
     ))
     if load_pg:
         dsn = pg.resolve_dsn(conf, output, dsn)

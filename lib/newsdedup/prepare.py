@@ -54,9 +54,10 @@ def _as_utc_timestamp(df: DataFrame, naive_tz: str) -> Column:
         return F.to_utc_timestamp(col.cast("timestamp"), naive_tz)
     if isinstance(dtype, T.StringType):
         # Strings with an offset parse as instants; bare ones are read in naive_tz.
+        # try_to_timestamp: an unparseable string becomes null (flagged later), not a failed job.
         has_zone = col.rlike(r"(Z|[+-]\d{2}:?\d{2})$")
-        return F.when(has_zone, F.to_timestamp(col)).otherwise(
-            F.to_utc_timestamp(F.to_timestamp(col), naive_tz))
+        return F.when(has_zone, F.try_to_timestamp(col)).otherwise(
+            F.to_utc_timestamp(F.try_to_timestamp(col), naive_tz))
     if isinstance(dtype, (T.DateType, T.TimestampType)):
         return col.cast("timestamp")
     if isinstance(dtype, (T.LongType, T.IntegerType)):
@@ -74,7 +75,7 @@ def conform(df: DataFrame, conf: Mapping[str, Any]) -> DataFrame:
     df = df.toDF(*[c.lower() for c in df.columns])
     out = [
         F.col("id").cast("string").alias("raw_id"),
-        F.col("id").cast("bigint").alias("id"),
+        F.col("id").try_cast("bigint").alias("id"),  # "12a" -> null -> quarantined, not a crash
         _as_utc_timestamp(df, conf["input"]["naive_timezone"]).alias("published_at"),
         F.col("published_at").cast("string").alias("raw_published_at"),
     ]
@@ -127,7 +128,21 @@ PREPARED_SCHEMA = T.StructType([
 ])
 
 
-def _decode(value: Any, flags: list[str], name: str) -> str | None:
+def percent_escape_invalid_utf8(raw: bytes) -> str:
+    """Decode a URL, writing bytes that are not UTF-8 as %XX escapes.
+
+    Unlike U+FFFD replacement this loses nothing: two URLs that differ only in
+    their undecodable bytes stay different, so stage 1 cannot merge them.
+    """
+    text = raw.decode("utf-8", errors="surrogateescape")
+    return "".join(f"%{ord(ch) - 0xDC00:02X}" if "\udc80" <= ch <= "\udcff" else ch for ch in text)
+
+
+def _replace_invalid(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def _decode(value: Any, flags: list[str], name: str, repair=_replace_invalid) -> str | None:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return None
     raw = bytes(value)
@@ -135,7 +150,7 @@ def _decode(value: Any, flags: list[str], name: str) -> str | None:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         flags.append(f"invalid_utf8:{name}")
-        return raw.decode("utf-8", errors="replace")
+        return repair(raw)
 
 
 class Preparer:
@@ -157,7 +172,7 @@ class Preparer:
 
     def row(self, r: Mapping[str, Any]) -> dict[str, Any]:
         flags: list[str] = []
-        url = _decode(r["url"], flags, "url")
+        url = _decode(r["url"], flags, "url", percent_escape_invalid_utf8)
         title = _decode(r["title"], flags, "title")
         body = _decode(r["body"], flags, "body")
         html = _decode(r["html"], flags, "html")
@@ -166,7 +181,10 @@ class Preparer:
         out: dict[str, Any] = {"id": int(r["id"]), "published_at": r["published_at"], "source": source,
                                "url": url, "title": title, "flags": flags, "prepare_error": None}
         if r["published_at"] is None or pd.isna(r["published_at"]):
-            flags.append("no_published_at")
+            raw_ts = r.get("raw_published_at")
+            raw_ts = None if raw_ts is None or pd.isna(raw_ts) else str(raw_ts).strip()
+            # Unreadable dates keep the document (ordered last); the raw value lives on in the flag.
+            flags.append(f"unparseable_published_at:{raw_ts[:64]}" if raw_ts else "no_published_at")
 
         # Stage 1 key
         try:
@@ -231,6 +249,8 @@ def fingerprint(df: DataFrame, conf: Mapping[str, Any]) -> DataFrame:
             yield out
 
     cols = ["id", "published_at", *TEXT_COLUMNS]
+    if "raw_published_at" in df.columns:
+        cols.append("raw_published_at")
     return df.select(*cols).mapInPandas(run, PREPARED_SCHEMA)
 
 

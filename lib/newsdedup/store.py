@@ -51,6 +51,23 @@ def insert_links(spark: SparkSession, links: DataFrame, path: str) -> None:
     DeltaTable.forPath(spark, path).alias("t").merge(links.alias("s"), cond).whenNotMatchedInsertAll().execute()
 
 
+QUARANTINE_KEY = ("raw_id", "reason", "record")
+
+
+def insert_quarantine(spark: SparkSession, rows: DataFrame, path: str) -> None:
+    """Append quarantined rows unless the same (raw_id, reason, record) is already there.
+
+    A rerun on the same snapshot therefore adds nothing; copies repeated within
+    one batch (identical duplicate-id rows) are all kept, so every input row
+    stays accounted for.
+    """
+    if not exists(spark, path):
+        rows.write.format("delta").save(path)
+        return
+    cond = " AND ".join(f"t.{k} <=> s.{k}" for k in QUARANTINE_KEY)  # raw_id may be null
+    DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), cond).whenNotMatchedInsertAll().execute()
+
+
 def append(df: DataFrame, path: str) -> None:
     df.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
 
