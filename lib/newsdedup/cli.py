@@ -8,6 +8,9 @@ import sys
 from . import config
 
 
+STAGES = ("url", "content", "simhash", "semantic")  # as store.STAGES, without importing Spark
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", help="YAML file merged over conf/default.yaml")
 
@@ -195,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("revert", help="soft-revert links (stamp reverted_at) in Delta and Postgres")
     _common(p)
     p.add_argument("--output", required=True)
-    p.add_argument("--stage", required=True, choices=["url", "content", "simhash", "semantic"])
+    p.add_argument("--stage", required=True, choices=STAGES)
     p.add_argument("--below", type=float, help="only links with score < BELOW")
     p.add_argument("--run", help="only links of this run id")
     p.add_argument("--reason", help="text stored in revert_reason")
@@ -208,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="links per stage per day and score histograms")
     _common(p)
     p.add_argument("--output", help="directory of the Delta tables (for --source delta)")
-    p.add_argument("--stage", choices=["url", "content", "simhash", "semantic"])
+    p.add_argument("--stage", choices=STAGES)
     p.add_argument("--day", type=_date, help="YYYY-MM-DD (UTC day of linked_at)")
     p.add_argument("--since", type=_date, help="YYYY-MM-DD, inclusive")
     p.add_argument("--until", type=_date, help="YYYY-MM-DD, inclusive")
