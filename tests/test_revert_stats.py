@@ -152,3 +152,14 @@ def test_cli_revert_dry_run_and_stats(spark, setup, capsys):
     assert "hamming 3" in printed and "hamming 1" in printed
     assert cli.main(["stats", "--source", "postgres", "--pg", dsn, "--day", "2026-03-02", "--json"]) == 0
     assert '"semantic"' in capsys.readouterr().out
+
+
+def test_day_arguments():
+    import argparse
+
+    today = date(2026, 3, 2)
+    assert cli._date("yesterday", today) == date(2026, 3, 1)
+    assert cli._date("Today", today) == today
+    assert cli._date("2026-02-28") == date(2026, 2, 28)
+    with pytest.raises(argparse.ArgumentTypeError, match="YYYY-MM-DD"):
+        cli._date("last week")

@@ -81,13 +81,18 @@ def cmd_revert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _date(text: str):
-    from datetime import date
+def _date(text: str, today=None):
+    """YYYY-MM-DD, or 'today' / 'yesterday' (UTC days, like linked_at in stats)."""
+    from datetime import date, datetime, timedelta, timezone
 
+    today = today or datetime.now(timezone.utc).date()
+    relative = {"today": today, "yesterday": today - timedelta(days=1)}
+    if text.lower() in relative:
+        return relative[text.lower()]
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, 'today' or 'yesterday', got {text!r}") from None
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -212,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--output", help="directory of the Delta tables (for --source delta)")
     p.add_argument("--stage", choices=STAGES)
-    p.add_argument("--day", type=_date, help="YYYY-MM-DD (UTC day of linked_at)")
+    p.add_argument("--day", type=_date, help="YYYY-MM-DD, today or yesterday (UTC day of linked_at)")
     p.add_argument("--since", type=_date, help="YYYY-MM-DD, inclusive")
     p.add_argument("--until", type=_date, help="YYYY-MM-DD, inclusive")
     p.add_argument("--source", choices=["delta", "postgres"], default="delta")
