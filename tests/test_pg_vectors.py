@@ -78,3 +78,32 @@ def test_another_model_version_is_refused(spark, pg_dsn, vectors):
         pv.load_documents(frame(spark, short, rows=ROWS[:1]), pg_dsn, "load-3")
     with psycopg.connect(pg_dsn) as c:
         assert c.execute("SELECT DISTINCT model_version FROM documents").fetchall() == [(VERSION,)]
+
+
+def test_job_with_stage_4_writes_links_vectors_and_postgres(spark, conf, pg_dsn, tmp_path):
+    """The whole job with semantic.enabled: stage 4 links, Delta embeddings, Postgres documents."""
+    from newsdedup import job, store
+
+    from semantic_data import ARTICLES, SEM, T0
+
+    def raw(i, key, url, hours):
+        title, body = ARTICLES[key]
+        return (i, url, title, body, T0 + timedelta(hours=hours), url.split("/")[2], "en")
+
+    rows = [raw(1, "metro_a", "https://dailystar.example/metro", 0),
+            raw(2, "metro_a", "https://dailystar.example/metro?utm_source=fb", 1),   # stage 1
+            raw(3, "metro_b", "https://bdnews24.example/dhaka-metro", 4),           # stage 4
+            raw(4, "derby", "https://bdnews24.example/derby", 2),
+            raw(5, "other_game", "https://dailystar.example/kings", 20)]
+    path = str(tmp_path / "in.parquet")
+    spark.createDataFrame(rows, "id long, url string, title string, body string, published_at timestamp, "
+                                "source string, lang string").write.parquet(path)
+    out = str(tmp_path / "out")
+    report = job.run(spark, path, out, {**conf, "semantic": SEM}, dsn=pg_dsn)
+    links = {(r.duplicate_id, r.canonical_id, r.stage) for r in store.read(spark, out, "duplicate_links").collect()}
+    assert links == {(2, 1, "url"), (3, 1, "semantic")}
+    assert report.counts["links.semantic"] == 1 and report.counts["semantic.embedded"] == 4
+    assert report.counts["postgres.documents.inserted"] == 4
+    with psycopg.connect(pg_dsn) as c:
+        assert c.execute("SELECT stage FROM duplicate_links WHERE duplicate_id = 3").fetchone() == ("semantic",)
+        assert c.execute("SELECT count(*), min(model_version) FROM documents").fetchone() == (4, VERSION)
