@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import timedelta
 
 import pytest
 from pyspark.sql import functions as F

@@ -96,7 +96,7 @@ def _normalize_host(authority: str, scheme: str) -> str:
         host = host[4:]
     if not host or host.startswith(".") or ".." in host:
         raise UrlError(f"invalid host {host!r}")
-    if port and (port == _DEFAULT_PORTS.get(scheme) or port == ""):
+    if port == _DEFAULT_PORTS.get(scheme):
         port = ""
     return userinfo + host + (":" + port if port else "")
 
