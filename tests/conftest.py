@@ -32,7 +32,7 @@ def conf():
 
 @pytest.fixture(scope="session")
 def spark(conf, tmp_path_factory):
-    from newsdedup.spark import get_spark
+    from newsdedup.io.spark import get_spark
 
     session = get_spark(conf, "newsdedup-tests")
     session.sparkContext.setCheckpointDir(str(tmp_path_factory.mktemp("checkpoints")))

@@ -13,7 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from newsdedup import job, prepare, store
+from newsdedup import job, prepare
+from newsdedup.io import input as input_io
+from newsdedup.io import store
 from newsdedup.config import load_config
 
 UTC = timezone.utc
@@ -154,9 +156,9 @@ def test_timestamp_ntz_column_is_read_in_the_naive_timezone(spark, bad_conf, tmp
     table = pa.table({"id": pa.array([1], pa.int64()), "url": ["https://ex.com/n"], "body": ["b"],
                       "source": ["ex"], "published_at": pa.array([datetime(2026, 6, 1, 12, 0)], pa.timestamp("us"))})
     pq.write_table(table, path)
-    raw = prepare.read_input(spark, str(path))
+    raw = input_io.read_input(spark, str(path))
     assert raw.schema["published_at"].dataType.typeName() == "timestamp_ntz"
-    got = prepare.conform(raw, bad_conf).collect()[0].published_at
+    got = input_io.conform(raw, bad_conf.input.naive_timezone).collect()[0].published_at
     assert got.replace(tzinfo=UTC) == datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
 
 
@@ -164,8 +166,8 @@ def test_timestamp_ntz_column_is_read_in_the_naive_timezone(spark, bad_conf, tmp
 def test_missing_columns_name_the_column(spark, drop, named):
     cols = [c for c in ("id", "url", "published_at", "source", "body") if c != drop]
     df = spark.createDataFrame([], ", ".join(f"{c} string" for c in cols))
-    with pytest.raises(prepare.InputSchemaError, match=f"missing required column\\(s\\): {named}"):
-        prepare.check_columns(df)
+    with pytest.raises(input_io.InputSchemaError, match=f"missing required column\\(s\\): {named}"):
+        input_io.check_columns(df)
 
 
 def test_percent_escape_keeps_valid_utf8_and_escapes_the_rest():

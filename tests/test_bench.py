@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from newsdedup import bench
+from newsdedup.lab import baselines, bench
 
 
 def test_parse_sizes_accepts_suffixes_and_sorts():
@@ -22,8 +22,8 @@ def test_growth_exponent_is_one_for_linear_and_two_for_quadratic():
 
 
 def test_extrapolation_scales_by_pairs_or_documents():
-    assert bench.extrapolate_quadratic(1.0, 1000, 10_000) == pytest.approx(bench.pairs(10_000) / bench.pairs(1000))
-    assert bench.extrapolate_linear(2.0, 100, 1000) == pytest.approx(20.0)
+    assert baselines.extrapolate_quadratic(1.0, 1000, 10_000) == pytest.approx(baselines.pairs(10_000) / baselines.pairs(1000))
+    assert baselines.extrapolate_linear(2.0, 100, 1000) == pytest.approx(20.0)
 
 
 def test_markdown_reports_ratios_and_the_command():
@@ -37,6 +37,6 @@ def test_markdown_reports_ratios_and_the_command():
     text = bench.markdown(b)
     assert "newsdedup bench --sizes 1000" in text
     assert "| 1,000 | 250 | 1,000 | 1,000 | 500 | 8.0 | 125 | - |" in text      # docs/s per stage
-    ap = bench.extrapolate_quadratic(0.5, 100, 1000)
+    ap = baselines.extrapolate_quadratic(0.5, 100, 1000)
     assert f"| {ap:,.1f} | {ap / 2.0:,.1f} |" in text                          # (a) vs stage 3
     assert "| 16.0 | 2.00 |" in text                                            # (b) vs cascade

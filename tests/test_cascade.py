@@ -4,8 +4,10 @@ from datetime import datetime, timedelta
 
 from pyspark.sql import functions as F
 
-from newsdedup import cascade, job
-from newsdedup import simhash as sh
+from newsdedup import cascade, clustering, job
+from newsdedup.stages import StageContext
+from newsdedup.stages.simhash import SimhashStage
+from newsdedup.stages import simhash as sh
 from newsdedup.config import load_config
 
 from conftest import make_df
@@ -28,7 +30,7 @@ def body(seed, n=250):
 
 def run(spark, conf, rows):
     report = job.Report(run_id="test")
-    result = job.run_cascade(spark, make_df(spark, rows), conf, report)
+    result = cascade.run_cascade(spark, make_df(spark, rows), conf, report)
     return result, report
 
 
@@ -83,17 +85,23 @@ def flip(fp, bits):
     return sh.to_signed(u)
 
 
+def simhash_stage(spark, docs, conf):
+    """Stage 3 alone on docs: (links, survivors, oversize buckets skipped)."""
+    result = SimhashStage().run(StageContext(spark, conf, job.Report(run_id="t"), docs), docs)
+    return result.links, result.survivors, result.counts["simhash.oversize_buckets"]
+
+
 def test_simhash_chain_resolves_to_one_earliest_canonical(spark, conf):
     a = 0x0123456789ABCDEF
     b = flip(a, [1, 20, 40])        # 3 bits from a
     c = flip(b, [5, 25, 45])        # 3 from b, 6 from a: linked only through b
     far = flip(a, list(range(0, 64, 3)))
     docs = _fp_docs(spark, [(100, a), (101, b), (102, c), (103, far)])
-    links, survivors, oversize = cascade.simhash_stage(docs, conf)
+    links, survivors, oversize = simhash_stage(spark, docs, conf)
     got = {(r.duplicate_id, r.canonical_id, round(r.score * 64)) for r in links.collect()}
     assert got == {(101, 100, 61), (102, 100, 61)}
     assert {r.id for r in survivors.collect()} == {100, 103}
-    assert oversize.count() == 0
+    assert oversize == 0
 
 
 def test_simhash_thresholds_are_per_language(spark):
@@ -102,14 +110,14 @@ def test_simhash_thresholds_are_per_language(spark):
     b = flip(a, [3, 30])            # distance 2
     en = _fp_docs(spark, [(1, a), (2, b)], "en")
     bn = _fp_docs(spark, [(3, a), (4, b)], "bn")
-    links, _, _ = cascade.simhash_stage(en.unionByName(bn), strict)
+    links, _, _ = simhash_stage(spark, en.unionByName(bn), strict)
     assert {(r.duplicate_id, r.canonical_id) for r in links.collect()} == {(4, 3)}
 
 
 def test_languages_are_never_compared_with_each_other(spark, conf):
     a = 0x1111222233334444
     docs = _fp_docs(spark, [(1, a)], "en").unionByName(_fp_docs(spark, [(2, a)], "bn"))
-    links, _, _ = cascade.simhash_stage(docs, conf)
+    links, _, _ = simhash_stage(spark, docs, conf)
     assert links.count() == 0
 
 
@@ -120,8 +128,8 @@ def test_oversize_band_bucket_is_skipped_and_reported(spark):
     b = flip(a, [17, 33])          # changes bands 1 and 2
     c = sh.to_signed(0x7FFF_5555_3333_0001)
     docs = _fp_docs(spark, [(1, a), (2, b), (3, c)])
-    links, _, oversize = cascade.simhash_stage(docs, small)
-    assert oversize.count() == 1                          # band 0 bucket of size 3
+    links, _, oversize = simhash_stage(spark, docs, small)
+    assert oversize == 1                          # band 0 bucket of size 3
     assert {(r.duplicate_id, r.canonical_id) for r in links.collect()} == {(2, 1)}   # found via band 3
 
 
@@ -130,7 +138,7 @@ def test_connected_labels_minimum_per_component(spark):
     keys = {1: 5, 2: 1, 3: 9, 4: 2, 10: 3, 11: 0}   # id -> rank; smallest rank wins
     vertices = spark.createDataFrame([(k, (v, k)) for k, v in keys.items()],
                                      "id long, key struct<ts:int,id:long>")
-    labels = {r.id: r.label.id for r in cascade.connected_labels(edges, vertices, 10).collect()}
+    labels = {r.id: r.label.id for r in clustering.connected_labels(edges, vertices, 10).collect()}
     assert labels == {1: 2, 2: 2, 3: 2, 4: 2, 10: 11, 11: 11}
 
 
@@ -140,7 +148,7 @@ def test_clustering_that_does_not_converge_fails_loudly(spark):
     edges = spark.createDataFrame([(i, i + 1) for i in range(1, 8)], "a long, b long")
     vertices = spark.range(1, 9).select("id", F.struct(F.col("id").alias("ts"), "id").alias("key"))
     with pytest.raises(RuntimeError, match="did not converge"):
-        cascade.connected_labels(edges, vertices.select("id", F.struct(
+        clustering.connected_labels(edges, vertices.select("id", F.struct(
             (-F.col("id")).alias("ts"), "id").alias("key")), 2)
 
 
@@ -158,7 +166,7 @@ def test_html_pages_with_different_chrome_are_content_duplicates(spark, conf):
          (2, "https://b.com/cyclone", "Storm hits the coast", page("Sport | Opinion | Video", "(c) B"),
           T0 + timedelta(hours=3), "b")],
         "id long, url string, title string, html string, published_at timestamp, source string")
-    result = job.run_cascade(spark, df, conf, job.Report(run_id="t"))
+    result = cascade.run_cascade(spark, df, conf, job.Report(run_id="t"))
     assert links_of(result.links) == {(2, 1, "content")}
     flags = {r.id: r.flags for r in result.documents.collect()}
     assert "from_html" in flags[1]

@@ -5,21 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from newsdedup import embeddings as emb
-from newsdedup.semantic import semantic_conf, window_pairs
+from newsdedup.stages import embeddings as emb
+from newsdedup.config import ConfigError, SemanticConfig, load_config
+from newsdedup.stages.semantic import window_pairs
 
-from semantic_data import MODEL_DIR, SEM, VERSION, text
+from semantic_data import MODEL_DIR, SEM_CONF, VERSION, text
 
 H = 3600.0
 
 
 @pytest.fixture(scope="module")
 def model():
-    return emb.model_for(SEM)
+    return emb.model_for(SEM_CONF)
 
 
 def test_model_is_loaded_once_per_process(model):
-    assert emb.model_for(SEM) is model
+    assert emb.model_for(SEM_CONF) is model
     assert emb.embedding_dim(model) == 384
 
 
@@ -45,10 +46,10 @@ def test_similarity_scale_of_the_test_model(model):
 
 
 def test_model_version_from_conf_or_name_and_revision():
-    assert emb.model_version({"model": "BAAI/bge-m3", "model_version": "bge-m3@v2"}) == "bge-m3@v2"
-    assert emb.model_version({"model": "BAAI/bge-m3", "revision": "abc123"}) == "BAAI/bge-m3@abc123"
-    assert emb.model_version({"model": "BAAI/bge-m3"}) == "BAAI/bge-m3@unpinned"
-    assert emb.model_version({"model": MODEL_DIR}) == "model@unpinned"
+    assert emb.model_version(SemanticConfig(model="BAAI/bge-m3", model_version="bge-m3@v2")) == "bge-m3@v2"
+    assert emb.model_version(SemanticConfig(model="BAAI/bge-m3", revision="abc123")) == "BAAI/bge-m3@abc123"
+    assert emb.model_version(SemanticConfig(model="BAAI/bge-m3")) == "BAAI/bge-m3@unpinned"
+    assert emb.model_version(SemanticConfig(model=MODEL_DIR)) == "model@unpinned"
 
 
 def test_device_choice():
@@ -78,8 +79,8 @@ def test_versions_must_match():
 
 
 def test_bad_thresholds_are_refused():
-    with pytest.raises(emb.EmbeddingConfigError, match="thresholds.same_language"):
-        semantic_conf({"semantic": {"thresholds": {"same_language": 1.5}}})
+    with pytest.raises(ConfigError, match="thresholds.same_language"):
+        load_config(overrides={"semantic": {"thresholds": {"same_language": 1.5}}})
 
 
 def _unit(*rows):

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from newsdedup import evaluate as ev
-from newsdedup import simhash as sh
+from newsdedup.lab import evaluate as ev
+from newsdedup.stages import simhash as sh
 
 # True clusters: A = {1, 2, 3}, B = {4, 5}, C = {6}: 3 + 1 = 4 true pairs.
 TRUTH = {1: 10, 2: 10, 3: 10, 4: 20, 5: 20, 6: 30}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from newsdedup import cli, migrate
+from newsdedup import cli
+from newsdedup.ops import migrate
 
 ROWS = [
     (1, "https://www.prothomalo.com/a?utm_source=fb&ref=home", "prothomalo"),  # -> https://prothomalo.com/a
@@ -41,7 +42,7 @@ TARGET = migrate.Target("docs", source_column="src")
 def test_dry_run_reports_and_changes_nothing(pg_dsn, conf):
     _setup(pg_dsn)
     before = _urls(pg_dsn)
-    report = migrate.migrate(pg_dsn, TARGET, conf["url"])
+    report = migrate.migrate(pg_dsn, TARGET, conf.url)
     assert _urls(pg_dsn) == before
     assert (report.rows, report.null_urls, report.malformed, report.changed) == (7, 1, 1, 3)
     assert report.malformed_examples[0][0] == 4
@@ -49,13 +50,13 @@ def test_dry_run_reports_and_changes_nothing(pg_dsn, conf):
     assert not report.applied
     # the temporary table went with the rolled-back transaction: a second dry run works, and
     # rows in different batches still see each other as collisions
-    one_by_one = migrate.migrate(pg_dsn, TARGET, conf["url"], batch_size=1)
+    one_by_one = migrate.migrate(pg_dsn, TARGET, conf.url, batch_size=1)
     assert one_by_one.changed == 3 and one_by_one.collisions == report.collisions
 
 
 def test_apply_updates_in_batches_keeps_ids_and_foreign_keys(pg_dsn, conf):
     _setup(pg_dsn)
-    report = migrate.migrate(pg_dsn, TARGET, conf["url"], apply=True, batch_size=2)
+    report = migrate.migrate(pg_dsn, TARGET, conf.url, apply=True, batch_size=2)
     assert report.applied and report.updated == 3
     after = _urls(pg_dsn)
     assert after == {1: "https://prothomalo.com/a", 2: "https://prothomalo.com/a",
@@ -67,7 +68,7 @@ def test_apply_updates_in_batches_keeps_ids_and_foreign_keys(pg_dsn, conf):
                           "AND contype = 'f'").fetchall()
         assert fk == [(True,)]
     # a second apply is a no-op
-    again = migrate.migrate(pg_dsn, TARGET, conf["url"], apply=True)
+    again = migrate.migrate(pg_dsn, TARGET, conf.url, apply=True)
     assert again.changed == 0 and again.updated == 0 and _urls(pg_dsn) == after
 
 
@@ -75,9 +76,9 @@ def test_unique_url_collision_refuses_then_skips(pg_dsn, conf):
     _setup(pg_dsn, unique_url=True)
     before = _urls(pg_dsn)
     with pytest.raises(migrate.MigrationError, match="unique index"):
-        migrate.migrate(pg_dsn, TARGET, conf["url"], apply=True)
+        migrate.migrate(pg_dsn, TARGET, conf.url, apply=True)
     assert _urls(pg_dsn) == before
-    report = migrate.migrate(pg_dsn, TARGET, conf["url"], apply=True, skip_collisions=True)
+    report = migrate.migrate(pg_dsn, TARGET, conf.url, apply=True, skip_collisions=True)
     assert report.skipped_for_collision == 1 and report.updated == 2
     after = _urls(pg_dsn)
     assert after[1] == before[1] and after[2] == before[2]  # neither merged nor deleted

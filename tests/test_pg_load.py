@@ -12,7 +12,8 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from newsdedup import cli, pg, store
+from newsdedup import cli
+from newsdedup.io import pg, store
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -8,10 +8,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from newsdedup import embeddings as emb
-from newsdedup import pg_vectors as pv
+from newsdedup.stages import embeddings as emb
+from newsdedup.io import pg_vectors as pv
 
-from semantic_data import SEM, VERSION, text
+from semantic_data import SEM_CONF, VERSION, text
 
 ISSUE_SEED_QUERY = ("SELECT id, 1 - (embedding <=> $1) AS similarity FROM documents WHERE published_at > "
                     "now() - interval '48 hours' ORDER BY embedding <=> $1 LIMIT 10")
@@ -20,7 +20,7 @@ ROWS = [(11, 1, "metro_a"), (12, 2, "derby"), (13, 3, "flood"), (14, 72, "metro_
 
 @pytest.fixture(scope="module")
 def vectors():
-    model = emb.model_for(SEM)
+    model = emb.model_for(SEM_CONF)
     keys = [k for _, _, k in ROWS] + ["metro_b"]
     return dict(zip(keys, emb.encode(model, [text(k) for k in keys])))
 
@@ -82,7 +82,8 @@ def test_another_model_version_is_refused(spark, pg_dsn, vectors):
 
 def test_job_with_stage_4_writes_links_vectors_and_postgres(spark, conf, pg_dsn, tmp_path):
     """The whole job with semantic.enabled: stage 4 links, Delta embeddings, Postgres documents."""
-    from newsdedup import job, store
+    from newsdedup import job
+    from newsdedup.io import store
 
     from semantic_data import ARTICLES, SEM, T0
 
@@ -99,7 +100,7 @@ def test_job_with_stage_4_writes_links_vectors_and_postgres(spark, conf, pg_dsn,
     spark.createDataFrame(rows, "id long, url string, title string, body string, published_at timestamp, "
                                 "source string, lang string").write.parquet(path)
     out = str(tmp_path / "out")
-    report = job.run(spark, path, out, {**conf, "semantic": SEM}, dsn=pg_dsn)
+    report = job.run(spark, path, out, conf.with_overrides({"semantic": SEM}), dsn=pg_dsn)
     links = {(r.duplicate_id, r.canonical_id, r.stage) for r in store.read(spark, out, "duplicate_links").collect()}
     assert links == {(2, 1, "url"), (3, 1, "semantic")}
     assert report.counts["links.semantic"] == 1 and report.counts["semantic.embedded"] == 4

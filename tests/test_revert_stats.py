@@ -7,7 +7,9 @@ from datetime import date, datetime, timezone
 import psycopg
 import pytest
 
-from newsdedup import cli, pg, revert, stats, store
+from newsdedup import cli
+from newsdedup.io import pg, store
+from newsdedup.ops import revert, stats
 
 DAY1 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 DAY2 = datetime(2026, 3, 2, 23, 30, tzinfo=timezone.utc)

@@ -8,11 +8,13 @@ import os
 import pytest
 from pyspark.sql import functions as F
 
-from newsdedup import embeddings as emb
-from newsdedup import cli, semantic, store
+from newsdedup.stages import embeddings as emb
+from newsdedup import cli
+from newsdedup.io import store
+from newsdedup.stages import StageContext, semantic
 from newsdedup.job import Report
 
-from semantic_data import DOC_SCHEMA, SEM, T0, VERSION, doc
+from semantic_data import DOC_SCHEMA, SEM, SEM_CONF, T0, VERSION, doc
 
 WINDOW_H = 48
 # The first bucket boundary after T0, to place a pair on both sides of it.
@@ -21,7 +23,7 @@ BOUNDARY_H = (math.ceil(T0.timestamp() / _W) * _W - T0.timestamp()) / 3600
 
 
 def conf_with(conf, **sem):
-    return {**conf, "semantic": {**SEM, **sem}}
+    return conf.with_overrides({"semantic": {**SEM, **sem}})
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,10 @@ def archive(spark):
 
 def run_stage(spark, docs, conf, output):
     report = Report(run_id="test")
-    links = semantic.semantic_stage(spark, docs.select("id", "published_at", "lang"), docs, conf, output, report)
+    ctx = StageContext(spark, conf, report, documents=docs, output=output)
+    result = semantic.SemanticStage().run(ctx, docs.select("id", "published_at", "lang"))
+    report.notes.extend(result.notes)
+    links = result.links
     return {(r.duplicate_id, r.canonical_id): r for r in links.collect()}, report
 
 
@@ -92,7 +97,7 @@ def test_vectors_of_different_model_versions_are_never_compared(spark):
         [(1, T0, "en", VERSION, [1.0, 0.0]), (2, T0, "en", "BAAI/bge-m3@unpinned", [1.0, 0.0])],
         "id long, published_at timestamp, lang string, model_version string, embedding array<float>")
     with pytest.raises(emb.ModelVersionMismatch, match="different model versions"):
-        semantic.semantic_edges(meta, semantic.semantic_conf({"semantic": SEM}))
+        semantic.semantic_edges(meta, SEM_CONF)
 
 
 def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf, tmp_path, capsys):
@@ -106,14 +111,14 @@ def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf
     c = conf_with(conf)
     # Document 2 already has a vector of the new version (from a stage-4 run, say).
     texts = semantic.with_text(store.read(spark, out, "documents").where("id = 2"), 4000)
-    semantic.merge_embeddings(spark, semantic.embed(texts, semantic.semantic_conf(c), VERSION), path)
+    semantic.merge_embeddings(spark, semantic.embed(texts, c.semantic, VERSION), path)
     before = {(r.id, r.model_version): (r.embedding, r.embedded_at) for r in store.read(spark, out, "embeddings").collect()}
 
-    first = semantic.backfill(spark, out, c, limit=1)
+    first = semantic.backfill(spark, out, c.semantic, limit=1)
     assert first == {"model_version": VERSION, "embedded": 1, "remaining": 1, "no_text": 1}
-    second = semantic.backfill(spark, out, c, limit=1)
+    second = semantic.backfill(spark, out, c.semantic, limit=1)
     assert second["embedded"] == 1 and second["remaining"] == 0
-    assert semantic.backfill(spark, out, c, limit=1)["embedded"] == 0
+    assert semantic.backfill(spark, out, c.semantic, limit=1)["embedded"] == 0
 
     after = {(r.id, r.model_version): (r.embedding, r.embedded_at) for r in store.read(spark, out, "embeddings").collect()}
     assert set(after) == set(before) | {(1, VERSION), (3, VERSION)}  # newest first: 3, then 1

@@ -2,9 +2,9 @@ import random
 
 import pytest
 
-from newsdedup import simhash as sh
+from newsdedup.stages import simhash as sh
 from newsdedup.config import ConfigError, load_config
-from newsdedup.text import normalize_text
+from newsdedup.stages.content import normalize_text
 
 WORDS = ("government minister said budget river flood council police market price school match team "
          "player goal election vote court judge hospital doctor rail road bridge port export garment").split()

@@ -6,8 +6,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from newsdedup import synth
-from newsdedup import text as tx
+from newsdedup.lab import synth
+from newsdedup.stages import content as tx
 from newsdedup.config import load_config
 
 

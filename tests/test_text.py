@@ -1,6 +1,6 @@
 import unicodedata
 
-from newsdedup.text import (clean_invalid, content_key, detect_language, html_to_text, normalize_text,
+from newsdedup.stages.content import (clean_invalid, content_key, detect_language, html_to_text, normalize_text,
                             sha256_hex, strip_boilerplate)
 
 BOILER = [r"(read more|also read)\s*:?.*", r"(আরও পড়ুন)\s*:?.*"]

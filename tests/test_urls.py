@@ -1,9 +1,14 @@
 import pytest
 
 from newsdedup.config import load_config
-from newsdedup.urls import UrlError, host_of, normalize_url, rules_for
+from newsdedup.stages.url import UrlError, host_of, normalize_url, rules_for
 
-CONF = load_config()["url"]
+CONF = load_config().url
+
+
+def url_conf(section):
+    """A url section replacing the default one (lists and mappings given here are taken whole)."""
+    return load_config(overrides={"url": {"sources": None}}).with_overrides({"url": section}).url
 
 
 def norm(url, source=None):
@@ -48,8 +53,8 @@ def test_different_paths_and_percent_encodings_stay_distinct():
 
 
 def test_allowlisted_article_id_survives_even_if_it_looks_like_tracking():
-    conf = {"tracking_params": ["utm_*", "id", "ref"],
-            "sources": {"kalerkantho": {"allow": ["id"], "strip": []}}}
+    conf = url_conf({"tracking_params": ["utm_*", "id", "ref"],
+                     "sources": {"kalerkantho": {"allow": ["id"], "strip": []}}})
     a = normalize_url("https://kalerkantho.com/article.php?id=1&ref=home", rules_for(conf, "kalerkantho"))
     b = normalize_url("https://kalerkantho.com/article.php?id=2&ref=home", rules_for(conf, "kalerkantho"))
     assert a.canonical == "https://kalerkantho.com/article.php?id=1"
@@ -68,7 +73,7 @@ def test_per_source_strip_list_only_applies_to_that_source():
 
 
 def test_source_rules_found_by_host_when_source_is_unknown():
-    conf = {"tracking_params": [], "sources": {"bdnews24.com": {"strip": ["ref"], "allow": []}}}
+    conf = url_conf({"tracking_params": [], "sources": {"bdnews24.com": {"strip": ["ref"], "allow": []}}})
     n = normalize_url("https://www.bdnews24.com/x?ref=a&p=1", rules_for(conf, None, "bdnews24.com"))
     assert n.canonical == "https://bdnews24.com/x?p=1"
 

@@ -1,113 +1,97 @@
-"""The dedup cascade on Spark DataFrames.
+"""The cascade: prepare every document once, then run the configured stages in order.
 
-Each stage takes the documents still unresolved ("survivors"), emits links
-(duplicate_id -> canonical_id) and returns the new survivors. The canonical of
-a group is its earliest document (unknown dates last, then lowest id); since
-every survivor is the earliest of what it absorbed, chaining stages keeps that
-rule across the whole cluster.
+Each stage sees only the documents the earlier ones could not resolve. The
+cascade itself writes no Delta table of the job's results (that is `job.run`),
+but stage 4, given an output, merges the vectors it computed into
+<output>/embeddings so that later runs reuse them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .prepare import order_key
+from . import prepare, stages
+from .io.input import TEXT_COLUMNS, conform, split_invalid
 
-LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score")
-
-
-def exact_stage(docs: DataFrame, key: str, stage: str) -> tuple[DataFrame, DataFrame]:
-    """Group by an exact hash; everything but the earliest member of a group is a duplicate."""
-    keyed = docs.where(F.col(key).isNotNull())
-    w = Window.partitionBy(key).orderBy(F.col("_ok").asc())
-    ranked = keyed.withColumn("_ok", order_key()).withColumn("_canon", F.first("id").over(w))
-    links = (ranked.where(F.col("_canon") != F.col("id"))
-             .select(F.col("id").alias("duplicate_id"), F.col("_canon").alias("canonical_id"),
-                     F.lit(stage).alias("stage"), F.lit(1.0).alias("score")))
-    survivors = docs.join(links.select(F.col("duplicate_id").alias("id")), "id", "left_anti")
-    return links, survivors
+if TYPE_CHECKING:
+    from .config import Config
+    from .job import Report
 
 
-def _threshold_column(conf: Mapping[str, Any], lang: Column) -> Column:
-    langs = conf["simhash"]["languages"]
-    expr = F.lit(int(langs["default"]["max_hamming"]))
-    for name, spec in langs.items():
-        if name != "default":
-            expr = F.when(lang == name, F.lit(int(spec["max_hamming"]))).otherwise(expr)
-    return expr
+@dataclass
+class CascadeResult:
+    documents: DataFrame
+    links: DataFrame
+    quarantine: DataFrame
 
 
-def simhash_candidates(docs: DataFrame, conf: Mapping[str, Any]) -> tuple[DataFrame, DataFrame]:
-    """Candidate pairs from a self-join on (lang, band index, band value), then exact Hamming.
+def _quarantine(invalid: DataFrame, failed: DataFrame) -> DataFrame:
+    """Rows that are not documents, with their reason and the whole record as JSON."""
+    return (invalid.select(
+        F.col("raw_id"), F.col("quarantine_reason").alias("reason"),
+        F.to_json(F.struct(
+            F.col("raw_id").alias("id"), F.col("raw_published_at").alias("published_at"),
+            *[F.col(c).cast("string").alias(c) for c in TEXT_COLUMNS])).alias("record"))
+        .unionByName(failed.select(F.col("id").cast("string").alias("raw_id"),
+                                   F.col("prepare_error").alias("reason"),
+                                   F.to_json(F.struct("id", "url", "source", "published_at")).alias("record"))))
 
-    Returns (edges with columns a, b, distance; skipped oversize buckets).
+
+def _count_prepared(prepared: DataFrame, invalid: DataFrame, report: "Report") -> None:
+    """One pass over the prepared rows for all the per-document counters."""
+    ok = F.col("prepare_error").isNull()
+    row = prepared.agg(
+        F.sum(ok.cast("int")).alias("documents"),
+        F.sum((~ok).cast("int")).alias("failed"),
+        F.sum((ok & F.col("url_error").isNotNull()).cast("int")).alias("url_unparseable"),
+        F.sum((ok & F.col("content_hash").isNull()).cast("int")).alias("no_content_hash"),
+        F.sum((ok & F.col("simhash").isNull()).cast("int")).alias("no_simhash"),
+    ).first().asDict()
+    summary = {k: int(v or 0) for k, v in row.items()}
+    n_invalid = invalid.count()
+    report.counts["input_rows"] = summary["documents"] + summary["failed"] + n_invalid
+    report.counts["quarantined"] = summary["failed"] + n_invalid
+    for key in ("documents", "url_unparseable", "no_content_hash", "no_simhash"):
+        report.counts[key] = summary[key]
+
+
+def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Report",
+                output: str | None = None) -> CascadeResult:
+    """Prepare and deduplicate raw (the job's input schema); DataFrames are cached as they are reused.
+
+    output: where stage 4 keeps its vectors (None: they stay in memory).
     """
-    n_bands = int(conf["simhash"]["bands"])
-    max_bucket = int(conf["simhash"]["max_band_bucket"])
-    fp = docs.where(F.col("simhash").isNotNull()).select("id", "lang", "simhash",
-                                                          *[f"band_{i}" for i in range(n_bands)])
-    exploded = fp.select(
-        "id", "lang", "simhash",
-        F.posexplode(F.array(*[F.col(f"band_{i}") for i in range(n_bands)])).alias("band", "value"))
-    sizes = exploded.groupBy("lang", "band", "value").agg(F.count("*").alias("n"))
-    oversize = sizes.where(F.col("n") > max_bucket)
-    buckets = exploded.join(F.broadcast(oversize.select("lang", "band", "value")),
-                            ["lang", "band", "value"], "left_anti")
-    a, b = buckets.alias("a"), buckets.alias("b")
-    pairs = (a.join(b, (F.col("a.lang") == F.col("b.lang")) & (F.col("a.band") == F.col("b.band"))
-                    & (F.col("a.value") == F.col("b.value")) & (F.col("a.id") < F.col("b.id")))
-             .select(F.col("a.id").alias("a"), F.col("b.id").alias("b"), F.col("a.lang").alias("lang"),
-                     F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))).alias("distance"))
-             .dropDuplicates(["a", "b"]))
-    edges = pairs.where(F.col("distance") <= _threshold_column(conf, F.col("lang")))
-    return edges.select("a", "b", "distance"), oversize
+    valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone))
+    prepared = prepare.fingerprint(valid, conf).cache()
+    docs = prepared.where(F.col("prepare_error").isNull()).drop("prepare_error")
+    quarantine = _quarantine(invalid, prepared.where(F.col("prepare_error").isNotNull()))
+    report.timed("prepare", lambda: _count_prepared(prepared, invalid, report))
 
+    ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=docs, output=output)
+    unresolved = docs.select("id", "published_at", "lang", "url_hash", "content_hash", "simhash",
+                             *[f"band_{i}" for i in range(conf.simhash.bands)])
+    all_links = []
+    cascade = stages.build(conf)
+    for stage in cascade:
+        def step(stage=stage, unresolved=unresolved):
+            result = stage.run(ctx, unresolved)
+            links = result.links.cache()
+            return result, links.count()
 
-def cut_lineage(df: DataFrame) -> DataFrame:
-    """Materialise df: a reliable checkpoint when the job set a checkpoint dir, else a local one."""
-    if df.sparkSession.sparkContext.getCheckpointDir():
-        return df.checkpoint(eager=True)
-    return df.localCheckpoint(eager=True)
+        result, n_links = report.timed(stage.name, step)
+        report.counts[f"links.{stage.name}"] = n_links
+        report.notes.extend(result.notes)
+        report.counts.update(result.counts)
+        all_links.append(result.links)
+        unresolved = result.survivors
 
-
-def connected_labels(edges: DataFrame, vertices: DataFrame, max_iterations: int) -> DataFrame:
-    """Smallest order key in each connected component, by iterative min-label propagation.
-
-    vertices: id, key (struct). edges: a, b. Returns id, label (struct) for every
-    vertex touched by an edge. Lineage is cut with checkpoints every round.
-    """
-    und = edges.select("a", "b").unionByName(edges.select(F.col("b").alias("a"), F.col("a").alias("b")))
-    labels = (und.select(F.col("a").alias("id")).distinct()
-              .join(vertices, "id").select("id", F.col("key").alias("label")))
-    labels = cut_lineage(labels)
-    for _ in range(max_iterations):
-        proposals = (und.join(labels.withColumnRenamed("id", "a"), "a")
-                     .select(F.col("b").alias("id"), "label"))
-        new = cut_lineage(labels.unionByName(proposals).groupBy("id").agg(F.min("label").alias("label")))
-        changed = (new.alias("n").join(labels.alias("o"), "id")
-                   .where(F.col("n.label") != F.col("o.label")).limit(1).count())
-        labels = new
-        if changed == 0:
-            return labels
-    raise RuntimeError(f"simhash clustering did not converge in {max_iterations} rounds; "
-                       "raise simhash.max_iterations")
-
-
-def simhash_stage(docs: DataFrame, conf: Mapping[str, Any]) -> tuple[DataFrame, DataFrame, DataFrame]:
-    edges, oversize = simhash_candidates(docs, conf)
-    edges = cut_lineage(edges)
-    vertices = docs.select("id", order_key().alias("key"))
-    labels = connected_labels(edges, vertices, int(conf["simhash"]["max_iterations"]))
-    # Score: the best edge that put the document into its cluster.
-    best = (edges.select(F.col("a").alias("id"), "distance")
-            .unionByName(edges.select(F.col("b").alias("id"), "distance"))
-            .groupBy("id").agg(F.min("distance").alias("distance")))
-    links = (labels.join(best, "id")
-             .where(F.col("label.id") != F.col("id"))
-             .select(F.col("id").alias("duplicate_id"), F.col("label.id").alias("canonical_id"),
-                     F.lit("simhash").alias("stage"), (1.0 - F.col("distance") / 64.0).alias("score")))
-    survivors = docs.join(links.select(F.col("duplicate_id").alias("id")), "id", "left_anti")
-    return links, survivors, oversize
+    links = all_links[0]
+    for extra in all_links[1:]:
+        links = links.unionByName(extra)
+    report.counts["links.total"] = sum(report.counts[f"links.{s.name}"] for s in cascade)
+    report.counts["unique_documents"] = report.counts["documents"] - report.counts["links.total"]
+    return CascadeResult(documents=docs, links=links, quarantine=quarantine)

@@ -8,7 +8,7 @@ import sys
 from . import config
 
 
-STAGES = ("url", "content", "simhash", "semantic")  # as store.STAGES, without importing Spark
+from .stages import STAGE_NAMES
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -17,7 +17,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from . import job
-    from .spark import get_spark
+    from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
     spark = get_spark(conf, "newsdedup-run")
@@ -30,8 +30,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_load(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
-    from . import job, pg, store
-    from .spark import get_spark
+    from . import job
+    from .io import pg, store
+    from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
     spark = get_spark(conf, "newsdedup-load")
@@ -52,7 +53,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def _pg_for(args: argparse.Namespace, conf) -> str | None:
     """The DSN a maintenance command should use; None when --no-postgres was given."""
-    from . import pg
+    from .io import pg
 
     if getattr(args, "no_postgres", False):
         return None
@@ -60,8 +61,8 @@ def _pg_for(args: argparse.Namespace, conf) -> str | None:
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
-    from . import revert
-    from .spark import get_spark
+    from .ops import revert
+    from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
     sel = revert.Selection(stage=args.stage, below=args.below, run_id=args.run, undo=args.undo)
@@ -98,14 +99,14 @@ def _date(text: str, today=None):
 def cmd_stats(args: argparse.Namespace) -> int:
     import json
 
-    from . import stats
+    from .ops import stats
 
     conf = config.load_config(args.conf)
     flt = stats.Filter(stage=args.stage, day=args.day, since=args.since, until=args.until)
     if args.source == "postgres":
         daily, hist = stats.postgres_stats(_pg_for(args, conf), flt)
     else:
-        from .spark import get_spark
+        from .io.spark import get_spark
 
         if not args.output:
             raise ValueError("stats --source delta needs --output")
@@ -118,19 +119,19 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate_urls(args: argparse.Namespace) -> int:
-    from . import migrate
+    from .ops import migrate
 
     conf = config.load_config(args.conf)
     target = migrate.Target(args.table, args.id_column, args.url_column, args.source_column)
-    report = migrate.migrate(args.pg, target, conf["url"], apply=args.apply, batch_size=args.batch_size,
+    report = migrate.migrate(args.pg, target, conf.url, apply=args.apply, batch_size=args.batch_size,
                              skip_collisions=args.skip_collisions)
     print(report.text(limit=args.show))
     return 0
 
 
 def cmd_embed_backfill(args: argparse.Namespace) -> int:
-    from . import semantic
-    from .spark import get_spark
+    from .stages import semantic
+    from .io.spark import get_spark
 
     sem = {k: v for k, v in (("model", args.model), ("model_version", args.model_version),
                              ("device", args.device)) if v}
@@ -138,14 +139,14 @@ def cmd_embed_backfill(args: argparse.Namespace) -> int:
         sem["model_version"] = None  # derive it from the new model, never inherit another model's tag
     conf = config.load_config(args.conf, overrides={"semantic": sem})
     spark = get_spark(conf, "newsdedup-embed-backfill")
-    result = semantic.backfill(spark, args.output, conf, limit=args.limit)
+    result = semantic.backfill(spark, args.output, conf.semantic, limit=args.limit)
     print(" ".join(f"{k}={v}" for k, v in result.items()))
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from . import evaluate
-    from .spark import get_spark
+    from .lab import evaluate
+    from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
     spark = get_spark(conf, "newsdedup-eval")
@@ -159,8 +160,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from . import bench
-    from .spark import get_spark
+    from .lab import bench
+    from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
     spark = get_spark(conf, "newsdedup-bench")
@@ -203,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("revert", help="soft-revert links (stamp reverted_at) in Delta and Postgres")
     _common(p)
     p.add_argument("--output", required=True)
-    p.add_argument("--stage", required=True, choices=STAGES)
+    p.add_argument("--stage", required=True, choices=STAGE_NAMES)
     p.add_argument("--below", type=float, help="only links with score < BELOW")
     p.add_argument("--run", help="only links of this run id")
     p.add_argument("--reason", help="text stored in revert_reason")
@@ -216,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="links per stage per day and score histograms")
     _common(p)
     p.add_argument("--output", help="directory of the Delta tables (for --source delta)")
-    p.add_argument("--stage", choices=STAGES)
+    p.add_argument("--stage", choices=STAGE_NAMES)
     p.add_argument("--day", type=_date, help="YYYY-MM-DD, today or yesterday (UTC day of linked_at)")
     p.add_argument("--since", type=_date, help="YYYY-MM-DD, inclusive")
     p.add_argument("--until", type=_date, help="YYYY-MM-DD, inclusive")

@@ -1,17 +1,26 @@
-"""Configuration: the bundled defaults deep-merged with an optional user YAML file."""
+"""Typed configuration: conf/default.yaml deep-merged with a user file, validated once.
+
+`load_config` returns a frozen `Config`. Every key is checked against its type
+and range before any Spark work starts; an error names the key, the value and
+what was expected. Unknown keys are errors too (a typo must not silently fall
+back to a default).
+"""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
-
-import yaml
+from typing import Any, Literal, Mapping, Optional, Union
 
 
 class ConfigError(ValueError):
-    """A configuration value is missing or inconsistent."""
+    """A configuration value is missing, of the wrong type or out of range."""
 
 
 def _default_text() -> str:
@@ -33,45 +42,288 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return out
 
 
-def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    conf = yaml.safe_load(_default_text())
+def _check(ok: bool, key: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value!r}: expected {expected}")
+
+
+# ------------------------------------------------------------------ sections
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = "local[2]"
+    shuffle_partitions: int = 8
+    delta_snapshot_partitions: int = 4
+    driver_memory: str = "2g"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self, key: str) -> None:
+        _check(self.shuffle_partitions > 0, f"{key}.shuffle_partitions", self.shuffle_partitions, "a positive integer")
+        _check(self.delta_snapshot_partitions > 0, f"{key}.delta_snapshot_partitions",
+               self.delta_snapshot_partitions, "a positive integer")
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    naive_timezone: str = "UTC"
+    max_text_chars: int = 200_000
+
+    def validate(self, key: str) -> None:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(self.naive_timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            _check(False, f"{key}.naive_timezone", self.naive_timezone, "an IANA time zone such as 'UTC' or 'Asia/Dhaka'")
+        _check(self.max_text_chars > 0, f"{key}.max_text_chars", self.max_text_chars, "a positive integer")
+
+
+@dataclass(frozen=True)
+class SourceRules:
+    strip: list[str] = field(default_factory=list)
+    allow: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class UrlConfig:
+    tracking_params: list[str] = field(default_factory=list)
+    scheme_insensitive: bool = True
+    sources: dict[str, SourceRules] = field(default_factory=dict)
+
+    def validate(self, key: str) -> None:
+        for i, pattern in enumerate(self.tracking_params):
+            # A lone wildcard strips every parameter, and with it the article ids of whole sites.
+            _check(pattern.strip("*?") != "", f"{key}.tracking_params[{i}]", pattern,
+                   "a parameter name or a pattern with at least one literal character")
+
+
+@dataclass(frozen=True)
+class ContentConfig:
+    boilerplate_lines: list[str] = field(default_factory=list)
+
+    def validate(self, key: str) -> None:
+        for i, pattern in enumerate(self.boilerplate_lines):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                _check(False, f"{key}.boilerplate_lines[{i}]", pattern, f"a valid regular expression ({exc})")
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    features: Literal["word", "char"]
+    ngram: int
+    max_hamming: int
+    min_features: int = 1
+
+
+# The documents table holds the seed's band columns: 4 bands of 16 bits (band_0..band_3, int).
+SCHEMA_BANDS = 4
+
+
+@dataclass(frozen=True)
+class SimhashConfig:
+    bands: int = SCHEMA_BANDS
+    max_band_bucket: int = 2000
+    max_iterations: int = 30
+    languages: dict[str, LanguageSpec] = field(default_factory=dict)
+
+    def validate(self, key: str) -> None:
+        _check(self.bands == SCHEMA_BANDS, f"{key}.bands", self.bands,
+               f"{SCHEMA_BANDS} (the documents table stores band_0..band_{SCHEMA_BANDS - 1}, 16 bits each)")
+        _check(self.max_band_bucket > 0, f"{key}.max_band_bucket", self.max_band_bucket, "a positive integer")
+        _check(self.max_iterations > 0, f"{key}.max_iterations", self.max_iterations, "a positive integer")
+        _check("default" in self.languages, f"{key}.languages", sorted(self.languages), "a 'default' entry")
+        for lang, spec in self.languages.items():
+            _check(spec.ngram >= 1, f"{key}.languages.{lang}.ngram", spec.ngram, "an integer >= 1")
+            _check(spec.min_features >= 0, f"{key}.languages.{lang}.min_features", spec.min_features, "an integer >= 0")
+            # Pigeonhole: two 64-bit fingerprints differing in <= bands-1 bits agree on
+            # at least one band. A larger threshold would silently lose pairs.
+            _check(0 <= spec.max_hamming <= self.bands - 1, f"{key}.languages.{lang}.max_hamming", spec.max_hamming,
+                   f"between 0 and bands-1={self.bands - 1}, otherwise the band join misses pairs")
+
+    def language(self, lang: str | None) -> LanguageSpec:
+        return self.languages.get(lang or "default", self.languages["default"])
+
+
+@dataclass(frozen=True)
+class SemanticThresholds:
+    same_language: float = 0.85
+    cross_language: float = 0.80
+
+
+@dataclass(frozen=True)
+class SemanticConfig:
+    enabled: bool = False
+    model: str = "BAAI/bge-m3"
+    revision: Optional[str] = None
+    model_version: Optional[str] = None
+    device: str = "auto"
+    batch_size: int = 32
+    max_seq_length: Optional[int] = 512
+    max_chars: int = 4000
+    cpu_threads: Optional[int] = None
+    embed_partitions: Optional[int] = None
+    window_hours: float = 48
+    thresholds: SemanticThresholds = field(default_factory=SemanticThresholds)
+    max_bucket: int = 20000
+    max_iterations: int = 30
+    pair_chunk: int = 512
+    backfill_batch: int = 10000
+
+    def validate(self, key: str) -> None:
+        _check(bool(self.model.strip()), f"{key}.model", self.model, "a sentence-transformers name or local path")
+        _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None, f"{key}.device", self.device,
+               "auto, cpu, cuda or cuda:N")
+        for name in ("same_language", "cross_language"):
+            value = getattr(self.thresholds, name)
+            _check(-1.0 <= value <= 1.0, f"{key}.thresholds.{name}", value, "a cosine in [-1, 1]")
+        for name in ("batch_size", "max_chars", "window_hours", "max_bucket", "max_iterations", "pair_chunk",
+                     "backfill_batch", "max_seq_length", "cpu_threads", "embed_partitions"):
+            value = getattr(self, name)
+            _check(value is None or value > 0, f"{key}.{name}", value, "a positive number")
+
+
+@dataclass(frozen=True)
+class PostgresConfig:
+    dsn: Optional[str] = None
+    embedded_dir: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Config:
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    input: InputConfig = field(default_factory=InputConfig)
+    url: UrlConfig = field(default_factory=UrlConfig)
+    content: ContentConfig = field(default_factory=ContentConfig)
+    simhash: SimhashConfig = field(default_factory=SimhashConfig)
+    semantic: SemanticConfig = field(default_factory=SemanticConfig)
+    postgres: PostgresConfig = field(default_factory=PostgresConfig)
+    # The merged YAML this was built from, so that overrides can be applied on top.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
+        """A new, validated Config with overrides deep-merged over this one's YAML."""
+        return from_mapping(deep_merge(self.raw, overrides))
+
+
+# ------------------------------------------------------------------ building and checking
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is str:
+        return "a string"
+    if tp is Any:
+        return "any value"
+    if origin is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(tp))
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0]).removeprefix('a ').removeprefix('an ')}s"
+    if origin is dict or dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return " or ".join(_type_name(a) for a in args) + " or null"
+    return str(tp)
+
+
+def _build(tp: Any, value: Any, key: str) -> Any:
+    """value converted to tp, or ConfigError naming key, value and the expected type."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _build(inner[0], value, key)
+    if tp is bool:
+        _check(isinstance(value, bool), key, value, _type_name(tp))
+        return value
+    if tp is int:
+        # bool is an int in Python; `bands: true` is not a band count.
+        _check(isinstance(value, int) and not isinstance(value, bool), key, value, _type_name(tp))
+        return value
+    if tp is float:
+        _check(isinstance(value, (int, float)) and not isinstance(value, bool), key, value, _type_name(tp))
+        return float(value)
+    if tp is str:
+        _check(isinstance(value, str), key, value, _type_name(tp))
+        return value
+    if origin is Literal:
+        _check(value in typing.get_args(tp), key, value, _type_name(tp))
+        return value
+    if origin is list:
+        # A string is iterable: "utm_*" must not become ['u', 't', 'm', '_', '*'].
+        _check(isinstance(value, list), key, value, _type_name(tp))
+        (item,) = typing.get_args(tp)
+        return [_build(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        value = {} if value is None else value
+        _check(isinstance(value, Mapping), key, value, _type_name(tp))
+        _, item = typing.get_args(tp)
+        return {str(k): _build(item, v, f"{key}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        value = {} if value is None else value
+        _check(isinstance(value, Mapping), key, value, _type_name(tp))
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp) if f.name != "raw"}
+        unknown = sorted(set(value) - names)
+        if unknown:
+            raise ConfigError(f"{key + '.' if key else ''}{unknown[0]}: unknown key; "
+                              f"expected one of {', '.join(sorted(names))}")
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name == "raw":
+                continue
+            sub = f"{key}.{f.name}" if key else f.name
+            if f.name in value:
+                kwargs[f.name] = _build(hints[f.name], value[f.name], sub)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{sub}: missing; expected {_type_name(hints[f.name])}")
+        obj = tp(**kwargs)
+        if hasattr(obj, "validate"):
+            obj.validate(key)
+        return obj
+    raise TypeError(f"no config builder for {tp}")
+
+
+def from_mapping(conf: Mapping[str, Any]) -> Config:
+    if not isinstance(conf, Mapping):
+        raise ConfigError(f"configuration: expected a mapping at the top level, got {type(conf).__name__}")
+    built = _build(Config, {k: v for k, v in conf.items()}, "")
+    return dataclasses.replace(built, raw=copy.deepcopy(dict(conf)))
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """The bundled defaults, a user YAML file and overrides merged in that order, validated."""
+    conf = yaml_load(_default_text(), "conf/default.yaml")
     if path is not None:
-        with open(path, encoding="utf-8") as fh:
-            user = yaml.safe_load(fh) or {}
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--conf {path}: cannot read ({exc.strerror})") from None
+        user = yaml_load(text, str(path)) or {}
         if not isinstance(user, Mapping):
             raise ConfigError(f"{path}: top level must be a mapping")
         conf = deep_merge(conf, user)
     if overrides:
         conf = deep_merge(conf, overrides)
-    validate(conf)
-    return conf
+    return from_mapping(conf)
 
 
-def simhash_language(conf: Mapping[str, Any], lang: str | None) -> dict[str, Any]:
-    langs = conf["simhash"]["languages"]
-    return langs.get(lang or "default", langs["default"])
+def yaml_load(text: str, name: str) -> Any:
+    import yaml
 
-
-def validate(conf: Mapping[str, Any]) -> None:
-    sim = conf["simhash"]
-    bands = int(sim["bands"])
-    if bands < 1 or 64 % bands:
-        raise ConfigError(f"simhash.bands={bands}: must divide 64")
-    if "default" not in sim["languages"]:
-        raise ConfigError("simhash.languages needs a 'default' entry")
-    for lang, spec in sim["languages"].items():
-        if spec.get("features") not in ("word", "char"):
-            raise ConfigError(f"simhash.languages.{lang}.features must be 'word' or 'char'")
-        if int(spec.get("ngram", 0)) < 1:
-            raise ConfigError(f"simhash.languages.{lang}.ngram must be >= 1")
-        mh = int(spec.get("max_hamming", -1))
-        # Pigeonhole: two 64-bit fingerprints differing in <= bands-1 bits agree on
-        # at least one band. A larger threshold would silently lose pairs.
-        if not 0 <= mh <= bands - 1:
-            raise ConfigError(
-                f"simhash.languages.{lang}.max_hamming={mh}: must be between 0 and bands-1={bands - 1}, "
-                "otherwise the band join misses pairs")
-    sources = conf["url"].get("sources") or {}
-    for name, rules in sources.items():
-        if not isinstance(rules, Mapping):
-            raise ConfigError(f"url.sources.{name} must be a mapping with strip/allow lists")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{name}: not valid YAML ({exc})") from None

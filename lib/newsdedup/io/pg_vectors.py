@@ -8,14 +8,17 @@ seed query would otherwise rank vectors of different models against each other.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import pg, store
-from .embeddings import ModelVersionMismatch, require_same_version
+from ..stages.embeddings import ModelVersionMismatch, require_same_version
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 DOCUMENT_COLUMNS = ("id", "published_at", "lang", "source", "title", "canonical_url", "model_version", "embedding")
 INDEX_NAME = "documents_embedding_hnsw"
@@ -158,11 +161,10 @@ def seed_query_plan(dsn: str, query_vector: Sequence[float]) -> str:
         return "\n".join(r[0] for r in rows)
 
 
-def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: Mapping[str, Any], load_id: str) -> dict[str, Any]:
-    from .embeddings import model_version
-    from .semantic import semantic_conf
+def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str) -> dict[str, Any]:
+    from ..stages.embeddings import model_version
 
-    version = model_version(semantic_conf(conf))
+    version = model_version(conf.semantic)
     if not store.exists(spark, store.table_path(output, "embeddings")):
         return {"staged": 0, "inserted": 0, "updated": 0, "model_version": version}
     return load_documents(documents_with_vectors(spark, output, version), dsn, load_id)

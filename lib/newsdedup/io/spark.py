@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -16,11 +19,11 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def get_spark(conf: Mapping[str, Any], app_name: str = "newsdedup") -> SparkSession:
+def get_spark(conf: "Config", app_name: str = "newsdedup") -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    sc = conf.get("spark", {})
+    sc = conf.spark
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.extensions", DELTA_EXTENSION)
@@ -28,15 +31,15 @@ def get_spark(conf: Mapping[str, Any], app_name: str = "newsdedup") -> SparkSess
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.databricks.delta.snapshotPartitions", str(sc.get("delta_snapshot_partitions", 4)))
+        .config("spark.databricks.delta.snapshotPartitions", str(sc.delta_snapshot_partitions))
     )
     if not under_spark_submit():
         # Local run: we choose the master and fetch the Delta jars from Maven ourselves.
-        builder = (builder.master(sc.get("master", "local[2]"))
-                   .config("spark.sql.shuffle.partitions", str(sc.get("shuffle_partitions", 8)))
+        builder = (builder.master(sc.master)
+                   .config("spark.sql.shuffle.partitions", str(sc.shuffle_partitions))
                    .config("spark.ui.enabled", "false")
-                   .config("spark.driver.memory", sc.get("driver_memory", "2g")))
-    for key, value in (sc.get("extra") or {}).items():
+                   .config("spark.driver.memory", sc.driver_memory))
+    for key, value in sc.extra.items():
         builder = builder.config(key, str(value))
     if not under_spark_submit():
         from delta import configure_spark_with_delta_pip

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from . import pg, store
+from ..io import pg, store
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""Stage 1: URL normalisation.
+"""Stage 1: exact duplicates by normalised URL.
+
+Pure part: `normalize_url` and the per-source rules; `url_keys` is the per-row
+function `prepare` calls. Spark part: `UrlStage`, an exact join on url_hash.
 
 The canonical form is built from the original string by slicing, never by
 decoding and re-encoding: percent-escapes, '+' and parameter order survive
@@ -12,8 +15,13 @@ import fnmatch
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
+
+from . import ExactKeyStage
+
+if TYPE_CHECKING:
+    from ..config import UrlConfig
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -38,18 +46,17 @@ class UrlRules:
         return any(fnmatch.fnmatchcase(key, pat) for pat in self.strip_patterns)
 
 
-def rules_for(url_conf: Mapping, source: str | None, host: str | None = None) -> UrlRules:
+def rules_for(url_conf: "UrlConfig", source: str | None, host: str | None = None) -> UrlRules:
     """Global tracking patterns plus the source's own strip list, minus its allowlist."""
-    sources = url_conf.get("sources") or {}
+    sources = url_conf.sources
     spec = None
     if source is not None:
         spec = sources.get(source) or sources.get(source.lower())
     if spec is None and host:
         spec = sources.get(host)
-    spec = spec or {}
-    patterns = [p.lower() for p in url_conf.get("tracking_params", [])]
-    patterns += [p.lower() for p in spec.get("strip", []) or []]
-    allow = frozenset(a.lower() for a in spec.get("allow", []) or [])
+    patterns = [p.lower() for p in url_conf.tracking_params]
+    patterns += [p.lower() for p in (spec.strip if spec else [])]
+    allow = frozenset(a.lower() for a in (spec.allow if spec else []))
     return UrlRules(tuple(patterns), allow)
 
 
@@ -152,3 +159,29 @@ def host_of(url: str | None) -> str | None:
         host = host.split(":")[0]
     host = host.lower()
     return host[4:] if host.startswith("www.") else host
+
+
+class UrlKeys:
+    """Per-row stage-1 columns (canonical_url, url_hash, url_error); rules cached per (source, host)."""
+
+    def __init__(self, url_conf: "UrlConfig"):
+        self.conf = url_conf
+        self._rules: dict[tuple, UrlRules] = {}
+
+    def rules(self, source: str | None, host: str | None) -> UrlRules:
+        key = (source, host)
+        if key not in self._rules:
+            self._rules[key] = rules_for(self.conf, source, host)
+        return self._rules[key]
+
+    def columns(self, url: str | None, source: str | None) -> dict[str, Any]:
+        try:
+            nu = normalize_url(url, self.rules(source, host_of(url)), self.conf.scheme_insensitive)
+            return {"canonical_url": nu.canonical, "url_hash": nu.sha256, "url_error": None}
+        except UrlError as exc:
+            return {"canonical_url": None, "url_hash": None, "url_error": str(exc)}
+
+
+class UrlStage(ExactKeyStage):
+    name = "url"
+    key = "url_hash"

@@ -11,12 +11,16 @@ commits once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import psycopg
 from psycopg import sql
 
-from . import pg, urls
+from ..io import pg
+from ..stages import url as urls
+
+if TYPE_CHECKING:
+    from ..config import UrlConfig
 
 
 class MigrationError(ValueError):
@@ -69,9 +73,9 @@ class MigrationReport:
 class Planner:
     """Canonical URL for one row, with the per-source rules cached."""
 
-    def __init__(self, url_conf: Mapping[str, Any]):
+    def __init__(self, url_conf: "UrlConfig"):
         self.url_conf = url_conf
-        self.scheme_insensitive = bool(url_conf.get("scheme_insensitive", True))
+        self.scheme_insensitive = url_conf.scheme_insensitive
         self._rules: dict[tuple, urls.UrlRules] = {}
 
     def canonical(self, url: str, source: str | None) -> str:
@@ -129,7 +133,7 @@ ORDER BY 1
 """
 
 
-def migrate(dsn: str, target: Target, url_conf: Mapping[str, Any], *, apply: bool = False,
+def migrate(dsn: str, target: Target, url_conf: "UrlConfig", *, apply: bool = False,
             batch_size: int = 10_000, skip_collisions: bool = False) -> MigrationReport:
     """Plan (and with apply=True, perform) the migration; see the module docstring."""
     try:
@@ -138,7 +142,7 @@ def migrate(dsn: str, target: Target, url_conf: Mapping[str, Any], *, apply: boo
         raise MigrationError(f"{target.table}: {str(exc).splitlines()[0]}") from exc
 
 
-def _migrate(dsn: str, target: Target, url_conf: Mapping[str, Any], apply: bool, batch_size: int,
+def _migrate(dsn: str, target: Target, url_conf: "UrlConfig", apply: bool, batch_size: int,
              skip_collisions: bool) -> MigrationReport:
     report = MigrationReport()
     planner = Planner(url_conf)

@@ -21,7 +21,6 @@ LINKS_SCHEMA = T.StructType([
     T.StructField("revert_reason", T.StringType(), True),
 ])
 LINK_KEY = ("duplicate_id", "canonical_id", "stage")
-STAGES = ("url", "content", "simhash", "semantic")
 
 
 def table_path(output: str | Path, name: str) -> str:

@@ -15,13 +15,15 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-STAGES = ("url", "content", "simhash", "semantic")
-EXACT_KINDS = ("url_variant", "syndicated", "nfd")
+from ..stages import STAGE_NAMES
+
+if TYPE_CHECKING:
+    from ..config import Config
 NEAR_KINDS = ("typo", "appended_update", "headline_change")
 
 
@@ -80,7 +82,7 @@ def f1(p: float, r: float) -> float:
 
 
 def pair_metrics(truth: Mapping[int, int], links: Iterable[tuple[int, int, str]],
-                 stages: Sequence[str] = STAGES) -> tuple[list[dict[str, Any]], Clusters]:
+                 stages: Sequence[str] = STAGE_NAMES) -> tuple[list[dict[str, Any]], Clusters]:
     """Per-stage and overall pairwise precision / recall / F1.
 
     truth: document id -> true cluster id. links: (duplicate_id, canonical_id, stage).
@@ -291,19 +293,20 @@ class Evaluation:
                            "sweep": self.sweep.to_dict("records")}, indent=2, default=float)
 
 
-def evaluate(spark, raw, truth: pd.DataFrame, conf: Mapping[str, Any]) -> Evaluation:
+def evaluate(spark, raw, truth: pd.DataFrame, conf: "Config") -> Evaluation:
     """Run the cascade in memory on raw (the job's input schema) and score it against truth."""
     from pyspark.sql import functions as F
 
-    from . import job
+    from ..cascade import run_cascade
+    from ..job import Report
 
-    report = job.Report(run_id="eval")
-    result = job.run_cascade(spark, raw, conf, report)
+    report = Report(run_id="eval")
+    result = run_cascade(spark, raw, conf, report)
     links = result.links.select("duplicate_id", "canonical_id", "stage").toPandas()
     fps = result.documents.select("id", "lang", "simhash").where(F.col("simhash").isNotNull()).toPandas()
     truth_map = dict(zip(truth["id"].astype(int), truth["cluster_id"].astype(int)))
     stages, uf = pair_metrics(truth_map, links.itertuples(index=False, name=None))
-    samples = distance_samples(fps, truth, int(conf["simhash"]["bands"]))
+    samples = distance_samples(fps, truth, conf.simhash.bands)
     return Evaluation(stages=stages, kinds=kind_recall(truth, uf), sweep=threshold_sweep(samples),
                       samples=samples, counts=dict(report.counts), seconds=dict(report.seconds))
 
@@ -338,16 +341,17 @@ def report_text(ev: Evaluation) -> str:
     ])
 
 
-def thresholds_of(conf: Mapping[str, Any]) -> dict[str, int]:
-    return {k: int(v["max_hamming"]) for k, v in conf["simhash"]["languages"].items()}
+def thresholds_of(conf: "Config") -> dict[str, int]:
+    return {k: v.max_hamming for k, v in conf.simhash.languages.items()}
 
 
-def run_eval(spark, conf: Mapping[str, Any], output: str | Path, *, n_docs: int = 5000, seed: int = 7,
+def run_eval(spark, conf: "Config", output: str | Path, *, n_docs: int = 5000, seed: int = 7,
              input_path: str | None = None, truth_path: str | None = None,
              plot: str | Path | None = None) -> Evaluation:
     """Generate a corpus under output (unless input/truth are given), evaluate, write
     output/eval.json and the distance plot (default output/simhash_distances.png)."""
-    from . import prepare, synth
+    from ..io.input import read_input
+    from . import synth
 
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
@@ -356,7 +360,7 @@ def run_eval(spark, conf: Mapping[str, Any], output: str | Path, *, n_docs: int 
     elif truth_path is None:
         raise ValueError("--input needs --truth (the ground-truth Parquet written with the corpus)")
     truth = pd.read_parquet(truth_path)
-    raw = prepare.read_input(spark, str(input_path))
+    raw = read_input(spark, str(input_path))
     cores = spark.sparkContext.defaultParallelism
     if raw.rdd.getNumPartitions() < cores:   # a small corpus is one row group: use every core
         raw = raw.repartition(cores)

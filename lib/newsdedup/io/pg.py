@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import psycopg
 from psycopg import sql
@@ -19,11 +19,18 @@ from psycopg import sql
 LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "run_id",
                 "reverted_at", "revert_reason")
 
-SCHEMA_SQL = """
+from ..stages import STAGE_NAMES
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+_STAGE_LIST = ", ".join(f"'{s}'" for s in STAGE_NAMES)
+
+SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS duplicate_links (
     duplicate_id  bigint           NOT NULL,
     canonical_id  bigint           NOT NULL,
-    stage         text             NOT NULL CHECK (stage IN ('url', 'content', 'simhash', 'semantic')),
+    stage         text             NOT NULL CHECK (stage IN ({_STAGE_LIST})),
     score         double precision,
     linked_at     timestamptz      NOT NULL,
     run_id        text             NOT NULL,
@@ -77,7 +84,7 @@ CREATE OR REPLACE VIEW document_canonical AS
 WITH RECURSIVE edge AS (
     SELECT DISTINCT ON (duplicate_id) duplicate_id, canonical_id, stage
     FROM duplicate_links WHERE reverted_at IS NULL
-    ORDER BY duplicate_id, linked_at DESC, array_position(ARRAY['url','content','simhash','semantic'], stage),
+    ORDER BY duplicate_id, linked_at DESC, array_position(ARRAY[{_STAGE_LIST}], stage),
              canonical_id
 ), walk (document_id, canonical_id, depth, stages) AS (
     SELECT duplicate_id, canonical_id, 1, ARRAY[stage] FROM edge
@@ -118,11 +125,11 @@ def embedded_dsn(pgdata: str | Path) -> str:
     return server.get_uri()
 
 
-def resolve_dsn(conf: Mapping[str, Any], output: str | Path | None, dsn: str | None = None) -> str:
-    dsn = dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.get("postgres", {}).get("dsn")
+def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = None) -> str:
+    dsn = dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
     if dsn:
         return dsn
-    pgdata = conf.get("postgres", {}).get("embedded_dir") or (Path(output) / "pgdata" if output else None)
+    pgdata = conf.postgres.embedded_dir or (Path(output) / "pgdata" if output else None)
     if pgdata is None:
         raise ValueError("no Postgres DSN given and no output directory for the embedded server")
     return embedded_dsn(pgdata)

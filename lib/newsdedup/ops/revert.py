@@ -25,7 +25,8 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from . import pg, store
+from ..io import pg, store
+from ..stages import STAGE_NAMES
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,8 @@ class Selection:
     undo: bool = False  # True: select reverted links to restore, False: active links to revert
 
     def __post_init__(self):
-        if self.stage not in store.STAGES:
-            raise ValueError(f"unknown stage {self.stage!r}; expected one of {', '.join(store.STAGES)}")
+        if self.stage not in STAGE_NAMES:
+            raise ValueError(f"unknown stage {self.stage!r}; expected one of {', '.join(STAGE_NAMES)}")
 
     def spark_condition(self) -> Column:
         cond = F.col("stage") == F.lit(self.stage)

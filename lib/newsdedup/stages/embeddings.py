@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
+
+from ..config import ConfigError
+
+if TYPE_CHECKING:
+    from ..config import SemanticConfig
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -22,7 +27,7 @@ class ModelVersionMismatch(ValueError):
     """Vectors from different embedding models (or model versions) were about to be compared."""
 
 
-class EmbeddingConfigError(ValueError):
+class EmbeddingConfigError(ConfigError):
     """The semantic section of the configuration cannot be used."""
 
 
@@ -37,15 +42,14 @@ def require_same_version(versions: Iterable[str | None], what: str = "vectors") 
     return found[0]
 
 
-def model_version(sem: Mapping[str, Any]) -> str:
+def model_version(sem: "SemanticConfig") -> str:
     """The version tag stored with every vector: semantic.model_version, else name@revision."""
-    explicit = sem.get("model_version")
-    if explicit:
-        return str(explicit)
-    name = str(sem["model"])
+    if sem.model_version:
+        return str(sem.model_version)
+    name = str(sem.model)
     if Path(name).expanduser().exists():
         name = Path(name).expanduser().resolve().name  # a local path is machine specific; keep its last part
-    return f"{name}@{sem.get('revision') or 'unpinned'}"
+    return f"{name}@{sem.revision or 'unpinned'}"
 
 
 def pick_device(requested: str | None, gpu_addresses: Sequence[str] = ()) -> str:
@@ -94,11 +98,10 @@ def load_model(name: str, device: str = "cpu", *, revision: str | None = None,
     return model
 
 
-def model_for(sem: Mapping[str, Any], gpu_addresses: Sequence[str] = ()):
+def model_for(sem: "SemanticConfig", gpu_addresses: Sequence[str] = ()):
     """The model described by the semantic conf section, on the device this process should use."""
-    return load_model(str(sem["model"]), pick_device(sem.get("device"), gpu_addresses),
-                      revision=sem.get("revision"), max_seq_length=sem.get("max_seq_length"),
-                      cpu_threads=sem.get("cpu_threads"))
+    return load_model(sem.model, pick_device(sem.device, gpu_addresses), revision=sem.revision,
+                      max_seq_length=sem.max_seq_length, cpu_threads=sem.cpu_threads)
 
 
 def encode(model, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:

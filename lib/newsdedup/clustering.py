@@ -1,0 +1,83 @@
+"""Grouping documents into clusters, and the canonical rule, for every stage.
+
+The canonical of a group is its earliest document: earliest published_at
+(unknown dates last), then the lowest id. Because every survivor of a stage is
+the earliest of what it absorbed, chaining stages keeps that rule across the
+whole cluster.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+FAR_FUTURE = "9999-12-31 00:00:00"
+
+
+def order_key(prefix: str = "") -> Column:
+    """Canonical order: earliest published_at (unknown dates last), then lowest id."""
+    ts = F.coalesce(F.col(f"{prefix}published_at"), F.lit(FAR_FUTURE).cast("timestamp"))
+    return F.struct(ts.alias("ts"), F.col(f"{prefix}id").alias("id"))
+
+
+def cut_lineage(df: DataFrame) -> DataFrame:
+    """Materialise df: a reliable checkpoint when the job set a checkpoint dir, else a local one."""
+    if df.sparkSession.sparkContext.getCheckpointDir():
+        return df.checkpoint(eager=True)
+    return df.localCheckpoint(eager=True)
+
+
+def survivors_after(docs: DataFrame, links: DataFrame) -> DataFrame:
+    """docs without the documents links suppressed."""
+    return docs.join(links.select(F.col("duplicate_id").alias("id")), "id", "left_anti")
+
+
+def exact_groups(docs: DataFrame, key: str, stage: str) -> tuple[DataFrame, DataFrame]:
+    """Group by an exact key; every member but the earliest links to the earliest (score 1).
+
+    Returns (links, survivors); documents with a null key are survivors.
+    """
+    keyed = docs.where(F.col(key).isNotNull())
+    w = Window.partitionBy(key).orderBy(F.col("_ok").asc())
+    ranked = keyed.withColumn("_ok", order_key()).withColumn("_canon", F.first("id").over(w))
+    links = (ranked.where(F.col("_canon") != F.col("id"))
+             .select(F.col("id").alias("duplicate_id"), F.col("_canon").alias("canonical_id"),
+                     F.lit(stage).alias("stage"), F.lit(1.0).alias("score")))
+    return links, survivors_after(docs, links)
+
+
+def connected_labels(edges: DataFrame, vertices: DataFrame, max_iterations: int) -> DataFrame:
+    """Smallest order key in each connected component, by iterative min-label propagation.
+
+    vertices: id, key (struct). edges: a, b. Returns id, label (struct) for every
+    vertex touched by an edge. Lineage is cut with checkpoints every round.
+    """
+    und = edges.select("a", "b").unionByName(edges.select(F.col("b").alias("a"), F.col("a").alias("b")))
+    labels = (und.select(F.col("a").alias("id")).distinct()
+              .join(vertices, "id").select("id", F.col("key").alias("label")))
+    labels = cut_lineage(labels)
+    for _ in range(max_iterations):
+        proposals = (und.join(labels.withColumnRenamed("id", "a"), "a")
+                     .select(F.col("b").alias("id"), "label"))
+        new = cut_lineage(labels.unionByName(proposals).groupBy("id").agg(F.min("label").alias("label")))
+        changed = (new.alias("n").join(labels.alias("o"), "id")
+                   .where(F.col("n.label") != F.col("o.label")).limit(1).count())
+        labels = new
+        if changed == 0:
+            return labels
+    raise RuntimeError(f"clustering did not converge in {max_iterations} rounds; raise max_iterations")
+
+
+def links_from_edges(edges: DataFrame, vertices: DataFrame, stage: str, max_iterations: int) -> DataFrame:
+    """Cluster scored edges (a, b, score); every member links to its cluster's canonical.
+
+    vertices: id, key (order_key struct). A member's link carries the best score
+    of the edges that put it into the cluster.
+    """
+    labels = connected_labels(edges, vertices, max_iterations)
+    best = (edges.select(F.col("a").alias("id"), "score")
+            .unionByName(edges.select(F.col("b").alias("id"), "score"))
+            .groupBy("id").agg(F.max("score").alias("score")))
+    return (labels.join(best, "id").where(F.col("label.id") != F.col("id"))
+            .select(F.col("id").alias("duplicate_id"), F.col("label.id").alias("canonical_id"),
+                    F.lit(stage).alias("stage"), F.col("score").cast("double").alias("score")))

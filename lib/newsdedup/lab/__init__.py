@@ -1,0 +1,1 @@
+"""Lab tools that use the job but are never imported by it: synthetic corpus, evaluation, benchmarks."""

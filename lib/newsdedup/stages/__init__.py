@@ -1,0 +1,77 @@
+"""The four stages of the cascade, one module each, behind one small shape.
+
+A stage is an object with a `name` (the value written to duplicate_links.stage)
+and a `run(ctx, unresolved)` method: it takes the documents earlier stages
+could not resolve and returns a `StageResult` with its links
+(duplicate_id, canonical_id, stage, score) and the survivors it hands on.
+Stages that need per-document keys also provide a pure per-row function that
+`prepare` calls in its single Python pass over the snapshot.
+
+This module imports no Spark so that the command line can list stage names
+without starting a JVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..config import Config
+
+# The values of duplicate_links.stage, in cascade order (cheapest first).
+STAGE_NAMES = ("url", "content", "simhash", "semantic")
+
+
+@dataclass
+class StageContext:
+    """What a stage may read besides the documents it is given."""
+
+    spark: "SparkSession"
+    conf: "Config"
+    report: Any                       # job.Report: counts, notes, timings
+    documents: "DataFrame"            # every prepared document (with text), for stages that need more columns
+    output: str | None = None         # where a stage may persist its own state (None: dry run)
+
+
+@dataclass
+class StageResult:
+    links: "DataFrame"                # duplicate_id, canonical_id, stage, score
+    survivors: "DataFrame"            # the unresolved documents handed to the next stage
+    notes: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)   # added to the run report as they are
+
+
+class Stage(Protocol):
+    name: str
+
+    def run(self, ctx: StageContext, unresolved: "DataFrame") -> StageResult: ...
+
+
+class ExactKeyStage:
+    """A stage that groups documents by one exact key column (stages 1 and 2)."""
+
+    name: str
+    key: str
+
+    def run(self, ctx: StageContext, unresolved: "DataFrame") -> StageResult:
+        from ..clustering import exact_groups
+
+        links, survivors = exact_groups(unresolved, self.key, self.name)
+        return StageResult(links, survivors)
+
+
+def build(conf: "Config") -> list[Stage]:
+    """The stages that run, in order, from the configuration."""
+    from .content import ContentStage
+    from .simhash import SimhashStage
+    from .url import UrlStage
+
+    stages: list[Stage] = [UrlStage(), ContentStage(), SimhashStage()]
+    if conf.semantic.enabled:
+        from .semantic import SemanticStage  # torch & co. load only when stage 4 is on
+
+        stages.append(SemanticStage())
+    return stages
