@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from . import config
+from .errors import UserError
 
 
 from .stages import STAGE_NAMES
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (config.ConfigError, ValueError) as exc:
+    except (UserError, ValueError) as exc:
         print(f"newsdedup: error: {exc}", file=sys.stderr)
         return 2
 

@@ -18,8 +18,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Union
 
+from .errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError, ValueError):
     """A configuration value is missing, of the wrong type or out of range."""
 
 

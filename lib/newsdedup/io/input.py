@@ -13,11 +13,13 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..errors import UserError
+
 REQUIRED = ("id", "url", "published_at", "source")
 TEXT_COLUMNS = ("url", "title", "body", "html", "source", "lang")
 
 
-class InputSchemaError(ValueError):
+class InputSchemaError(UserError, ValueError):
     """The input is missing columns the job cannot run without."""
 
 
