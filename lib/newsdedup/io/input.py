@@ -7,13 +7,12 @@ up either in the prepared documents or in quarantine, with a reason.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import UserError
+from . import paths
 
 REQUIRED = ("id", "url", "published_at", "source")
 TEXT_COLUMNS = ("url", "title", "body", "html", "source", "lang")
@@ -23,11 +22,22 @@ class InputSchemaError(UserError, ValueError):
     """The input is missing columns the job cannot run without."""
 
 
+class InputNotFoundError(UserError):
+    """The --input path does not exist."""
+
+
 def read_input(spark: SparkSession, path: str) -> DataFrame:
-    p = Path(path)
-    if (p / "_delta_log").is_dir() or path.startswith("delta:"):
-        return spark.read.format("delta").load(path.removeprefix("delta:"))
-    return spark.read.parquet(path)
+    """A Delta table (asked of the path's FileSystem, so s3a:// Delta is read as Delta) or Parquet.
+
+    Reading a Delta directory as plain Parquet would also read the files Delta has removed.
+    """
+    if path.startswith("delta:"):
+        return spark.read.format("delta").load(paths.qualified(path.removeprefix("delta:")))
+    if not paths.exists(spark, path):
+        raise InputNotFoundError(f"--input {path}: no such file or directory")
+    if paths.is_delta(spark, path):
+        return spark.read.format("delta").load(paths.qualified(path))
+    return spark.read.parquet(paths.qualified(path))
 
 
 def check_columns(df: DataFrame) -> None:

@@ -129,9 +129,14 @@ def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = Non
     dsn = dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
     if dsn:
         return dsn
-    pgdata = conf.postgres.embedded_dir or (Path(output) / "pgdata" if output else None)
+    from . import paths
+
+    # The embedded server needs a local directory: an output on object storage has none to lend.
+    local = output is not None and paths.is_local(str(output))
+    pgdata = conf.postgres.embedded_dir or (Path(paths.local_path(str(output))) / "pgdata" if local else None)
     if pgdata is None:
-        raise ValueError("no Postgres DSN given and no output directory for the embedded server")
+        raise ValueError("no Postgres DSN given and no local output directory for the embedded server "
+                         "(give --pg, NEWSDEDUP_PG_DSN or postgres.embedded_dir)")
     return embedded_dsn(pgdata)
 
 

@@ -1,13 +1,14 @@
-"""Delta tables under the output directory: documents, duplicate_links, quarantine, runs."""
+"""Delta tables under the output (a local directory or any Hadoop URI): documents, duplicate_links, quarantine, runs."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from . import paths
+from ..errors import UserError
 
 LINKS_SCHEMA = T.StructType([
     T.StructField("duplicate_id", T.LongType(), False),
@@ -23,12 +24,39 @@ LINKS_SCHEMA = T.StructType([
 LINK_KEY = ("duplicate_id", "canonical_id", "stage")
 
 
-def table_path(output: str | Path, name: str) -> str:
-    return str(Path(output) / name)
+# What a newsdedup output holds; anything else in an existing output means it is someone else's directory.
+OUTPUT_ENTRIES = frozenset({"documents", "duplicate_links", "quarantine", "runs", "embeddings", "_runs",
+                            "_checkpoints", "reports", "pgdata"})
+
+
+class NotAnOutputError(UserError):
+    """The --output given is not (and cannot become) a newsdedup output."""
+
+
+def table_path(output: str, name: str) -> str:
+    return paths.join(paths.qualified(output), name)
 
 
 def exists(spark: SparkSession, path: str) -> bool:
-    return Path(path).exists() and DeltaTable.isDeltaTable(spark, path)
+    """A Delta table at path, asked of the path's own FileSystem (local disk, s3a, abfss, ...)."""
+    return paths.is_delta(spark, path)
+
+
+def check_new_or_ours(spark: SparkSession, output: str) -> None:
+    """Refuse to write into an existing directory that holds something other than newsdedup's tables."""
+    entries = [e for e in paths.children(spark, output) if not e.startswith(".")]
+    foreign = [e for e in entries if e not in OUTPUT_ENTRIES]
+    if foreign and not (set(entries) & OUTPUT_ENTRIES):
+        raise NotAnOutputError(
+            f"--output {output} is not a newsdedup output (it holds {', '.join(foreign[:5])}"
+            f"{', ...' if len(foreign) > 5 else ''} and no runs table); give a new or empty directory")
+
+
+def check_is_output(spark: SparkSession, output: str, table: str = "duplicate_links") -> None:
+    """For commands that read a finished output: its table must be there."""
+    if not exists(spark, table_path(output, table)):
+        raise NotAnOutputError(f"--output {output} is not a newsdedup output: no Delta table '{table}' in it "
+                               f"(run `newsdedup run --output {output}` first, or check the path)")
 
 
 def merge_documents(spark: SparkSession, docs: DataFrame, path: str) -> None:
@@ -71,9 +99,9 @@ def append(df: DataFrame, path: str) -> None:
     df.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
 
 
-def read(spark: SparkSession, output: str | Path, name: str) -> DataFrame:
+def read(spark: SparkSession, output: str, name: str) -> DataFrame:
     return spark.read.format("delta").load(table_path(output, name))
 
 
-def active_links(spark: SparkSession, output: str | Path) -> DataFrame:
+def active_links(spark: SparkSession, output: str) -> DataFrame:
     return read(spark, output, "duplicate_links").where(F.col("reverted_at").isNull())

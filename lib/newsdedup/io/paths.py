@@ -1,0 +1,163 @@
+"""Paths as Hadoop FileSystem URIs: s3a://, abfss://, gs://, hdfs://, file:// or a plain local path.
+
+Every path the job touches goes through here. Joining is string work on the
+URI (pathlib would turn `s3a://b/x` into `s3a:/b/x`); existence and listing
+ask the Hadoop FileSystem of the path through the driver's JVM, so they see
+the same store the executors write to. Java failures of the store (no route
+to the endpoint, no credentials, no connector on the classpath) become
+`ObjectStoreError`, a UserError with one readable line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, Iterable
+from urllib.parse import urlsplit
+
+from ..errors import UserError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+class ObjectStoreError(UserError):
+    """The store behind a path cannot be used: unreachable, no credentials, no connector."""
+
+
+def scheme(path: str) -> str | None:
+    """'s3a' for s3a://bucket/x; None for a plain local path."""
+    m = _SCHEME.match(os.fspath(path))
+    return m.group(1).lower() if m else None
+
+
+def is_local(path: str) -> bool:
+    return scheme(path) in (None, "file")
+
+
+def local_path(path: str) -> str:
+    """The local filesystem path of a plain path or a file:// URI."""
+    path = os.fspath(path)
+    if scheme(path) == "file":
+        return urlsplit(path).path
+    return path
+
+
+def join(base: str, *parts: str) -> str:
+    """base/part1/part2 for a URI or a local path; never collapses the '//' after the scheme."""
+    out = os.fspath(base)
+    for part in (p.strip("/") for p in parts):
+        if part:
+            out = out + part if out.endswith("/") else out + "/" + part
+    return out
+
+
+def qualified(path: str) -> str:
+    """An absolute local path stays a path (resolved), a URI is returned as it is.
+
+    Checkpoints and Delta tables are read back by executors, which do not share
+    the driver's working directory.
+    """
+    return os.path.abspath(local_path(path)) if is_local(path) else os.fspath(path)
+
+
+def schemes(paths: Iterable[str | None]) -> set[str]:
+    return {s for s in (scheme(p) for p in paths if p) if s}
+
+
+# ------------------------------------------------------------------ Hadoop FileSystem access
+
+
+def _fs(spark: "SparkSession", path: str):
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(qualified(path))
+    return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
+
+
+def exists(spark: "SparkSession", path: str) -> bool:
+    with store_errors(path):
+        fs, hpath = _fs(spark, path)
+        return bool(fs.exists(hpath))
+
+
+def children(spark: "SparkSession", path: str) -> list[str]:
+    """Names directly under path ([] when it does not exist)."""
+    with store_errors(path):
+        fs, hpath = _fs(spark, path)
+        if not fs.exists(hpath):
+            return []
+        return sorted(st.getPath().getName() for st in fs.listStatus(hpath))
+
+
+def delete(spark: "SparkSession", path: str) -> None:
+    with store_errors(path):
+        fs, hpath = _fs(spark, path)
+        if fs.exists(hpath):
+            fs.delete(hpath, True)
+
+
+def is_delta(spark: "SparkSession", path: str) -> bool:
+    """A Delta table at path (a _delta_log with a commit), on any Hadoop FileSystem."""
+    from delta.tables import DeltaTable
+
+    with store_errors(path):
+        return bool(DeltaTable.isDeltaTable(spark, qualified(path)))
+
+
+def check_reachable(spark: "SparkSession", path: str) -> None:
+    """Ask the store about path once, so that a wrong endpoint or missing key fails early and clearly."""
+    exists(spark, path)
+
+
+# ------------------------------------------------------------------ errors
+
+
+def describe_store_error(path: str, text: str) -> str | None:
+    """One line for a Java failure of the store behind path, or None when it is not one we know."""
+    where = f"{path}: " if path else ""
+    if "ClassNotFoundException" in text and "FileSystem" in text or "No FileSystem for scheme" in text:
+        return (f"{where}no Hadoop connector for '{scheme(path)}://' on the classpath; add its jars "
+                f"(spark.packages / spark.scheme_packages in the config, or --packages under spark-submit)")
+    if any(k in text for k in ("NoAuthWithAWSException", "No AWS Credentials", "Unable to load credentials",
+                               "SdkClientException: Unable to load", "credentials provider")):
+        return (f"{where}no credentials for the object store; set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+                f"or spark.hadoop.fs.s3a.access.key/secret.key (spark.extra in the config)")
+    if any(k in text for k in ("AccessDenied", "403 Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+                               "Status Code: 403", "statusCode=403")):
+        return f"{where}access denied by the object store: check the access key, secret and bucket policy"
+    if "NoSuchBucket" in text or "UnknownStoreException" in text or "does not exist" in text and "Bucket" in text:
+        return f"{where}the bucket does not exist"
+    if any(k in text for k in ("UnknownHostException", "Connection refused", "ConnectException",
+                               "Unable to execute HTTP request", "connect timed out", "ConnectTimeoutException",
+                               "NoRouteToHostException", "SdkClientException")):
+        return (f"{where}cannot reach the object store (endpoint {text_endpoint(text) or 'as configured'}); "
+                f"check fs.s3a.endpoint and the network")
+    return None
+
+
+def text_endpoint(text: str) -> str | None:
+    m = re.search(r"https?://[A-Za-z0-9.\-]+(:\d+)?", text)
+    return m.group(0) if m else None
+
+
+class store_errors:
+    """Context manager: a Py4J failure of the store becomes ObjectStoreError with one line."""
+
+    def __init__(self, path: str = ""):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None:
+            return False
+        from py4j.protocol import Py4JJavaError
+
+        if isinstance(exc, Py4JJavaError):
+            message = describe_store_error(self.path, str(exc))
+            if message:
+                raise ObjectStoreError(message) from None
+        return False
