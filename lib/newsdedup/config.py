@@ -58,8 +58,18 @@ class SparkConfig:
     delta_snapshot_partitions: int = 4
     driver_memory: str = "2g"
     extra: dict[str, Any] = field(default_factory=dict)
+    checkpoint_dir: Optional[str] = None
+    packages: list[str] = field(default_factory=list)
+    scheme_packages: dict[str, list[str]] = field(default_factory=dict)
+    advisory_partition_size: str = "64m"
 
     def validate(self, key: str) -> None:
+        for name, coords in [("packages", self.packages),
+                             *[(f"scheme_packages.{k}", v) for k, v in self.scheme_packages.items()]]:
+            for i, coord in enumerate(coords):
+                _check(coord.count(":") == 2, f"{key}.{name}[{i}]", coord, "Maven coordinates group:artifact:version")
+        _check(re.fullmatch(r"\d+[kmg]?b?", self.advisory_partition_size.lower()) is not None,
+               f"{key}.advisory_partition_size", self.advisory_partition_size, "a size such as 64m")
         _check(self.shuffle_partitions > 0, f"{key}.shuffle_partitions", self.shuffle_partitions, "a positive integer")
         _check(self.delta_snapshot_partitions > 0, f"{key}.delta_snapshot_partitions",
                self.delta_snapshot_partitions, "a positive integer")
