@@ -4,6 +4,10 @@ Each stage sees only the documents the earlier ones could not resolve. The
 cascade itself writes no Delta table of the job's results (that is `job.run`),
 but stage 4, given an output, merges the vectors it computed into
 <output>/embeddings so that later runs reuse them.
+
+Every step (prepare, then each stage) goes through `steps.step`, which, for a
+run with an output, persists the step's frames under <output>/_runs/<run_id>
+and skips steps an earlier attempt of the same run finished (runstate.py).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from . import prepare, stages
+from . import prepare, runstate, stages
 from .io.input import TEXT_COLUMNS, conform, split_invalid
 
 if TYPE_CHECKING:
@@ -59,17 +63,31 @@ def _count_prepared(prepared: DataFrame, invalid: DataFrame, report: "Report") -
         report.counts[key] = summary[key]
 
 
+def _left(report: "Report") -> int:
+    linked = sum(v for k, v in report.counts.items() if k.startswith("links.") and k != "links.total")
+    return report.counts.get("documents", 0) - linked
+
+
 def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Report",
-                output: str | None = None) -> CascadeResult:
-    """Prepare and deduplicate raw (the job's input schema); DataFrames are cached as they are reused.
+                output: str | None = None, steps=None) -> CascadeResult:
+    """Prepare and deduplicate raw (the job's input schema), one step at a time.
 
     output: where stage 4 keeps its vectors (None: they stay in memory).
+    steps: runstate.Persisted to keep each step's frames for --resume; default in memory (cached).
     """
-    valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone))
-    prepared = prepare.fingerprint(valid, conf).cache()
-    docs = prepared.where(F.col("prepare_error").isNull()).drop("prepare_error")
-    quarantine = _quarantine(invalid, prepared.where(F.col("prepare_error").isNotNull()))
-    report.timed("prepare", lambda: _count_prepared(prepared, invalid, report))
+    steps = steps or runstate.InMemory()
+
+    def prepare_step():
+        valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone))
+        prepared = prepare.fingerprint(valid, conf).cache()
+        _count_prepared(prepared, invalid, report)
+        return {"prepared": prepared,
+                "quarantine": _quarantine(invalid, prepared.where(F.col("prepare_error").isNotNull()))}
+
+    frames = steps.step("prepare", report, prepare_step, lambda r: (
+        f"{r.counts['input_rows']} input rows, {r.counts['documents']} documents, "
+        f"{r.counts['quarantined']} quarantined")).frames
+    docs = frames["prepared"].where(F.col("prepare_error").isNull()).drop("prepare_error")
 
     ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=docs, output=output)
     unresolved = docs.select("id", "published_at", "lang", "url_hash", "content_hash", "simhash",
@@ -80,18 +98,19 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
         def step(stage=stage, unresolved=unresolved):
             result = stage.run(ctx, unresolved)
             links = result.links.cache()
-            return result, links.count()
+            report.counts[f"links.{stage.name}"] = links.count()
+            report.notes.extend(result.notes)
+            report.counts.update(result.counts)
+            return {"links": links, "survivors": result.survivors}
 
-        result, n_links = report.timed(stage.name, step)
-        report.counts[f"links.{stage.name}"] = n_links
-        report.notes.extend(result.notes)
-        report.counts.update(result.counts)
-        all_links.append(result.links)
-        unresolved = result.survivors
+        out = steps.step(stage.name, report, step, lambda r, name=stage.name: (
+            f"{r.counts[f'links.{name}']} links, {_left(r)} documents left")).frames
+        all_links.append(out["links"])
+        unresolved = out["survivors"]
 
     links = all_links[0]
     for extra in all_links[1:]:
         links = links.unionByName(extra)
     report.counts["links.total"] = sum(report.counts[f"links.{s.name}"] for s in cascade)
     report.counts["unique_documents"] = report.counts["documents"] - report.counts["links.total"]
-    return CascadeResult(documents=docs, links=links, quarantine=quarantine)
+    return CascadeResult(documents=docs, links=links, quarantine=frames["quarantine"])

@@ -14,6 +14,7 @@ from .stages import STAGE_NAMES
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", help="YAML file merged over conf/default.yaml")
+    p.add_argument("--verbose", action="store_true", help="show Ivy's and Spark's own log on stderr")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -21,9 +22,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
-    spark = get_spark(conf, "newsdedup-run")
+    if not (args.input or args.resume):
+        raise UserError("run needs --input (or --resume RUN_ID)")
+    spark = get_spark(conf, "newsdedup-run", [args.input, args.output])
     report = job.run(spark, args.input, args.output, conf, dsn=args.pg, dry_run=args.dry_run,
-                     load_pg=not args.no_postgres)
+                     load_pg=not args.no_postgres, resume=args.resume)
     print(report.table())
     return 0
 
@@ -36,7 +39,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
-    spark = get_spark(conf, "newsdedup-load")
+    spark = get_spark(conf, "newsdedup-load", [args.output])
+    store.check_is_output(spark, args.output)
     links = store.read(spark, args.output, "duplicate_links")
     if args.run:
         links = links.where(F.col("run_id") == args.run)
@@ -67,7 +71,10 @@ def cmd_revert(args: argparse.Namespace) -> int:
 
     conf = config.load_config(args.conf)
     sel = revert.Selection(stage=args.stage, below=args.below, run_id=args.run, undo=args.undo)
-    spark = get_spark(conf, "newsdedup-revert")
+    spark = get_spark(conf, "newsdedup-revert", [args.output])
+    from .io import store
+
+    store.check_is_output(spark, args.output)
     dsn = _pg_for(args, conf)
     verb = "restore" if args.undo else "revert"
     if args.dry_run:
@@ -111,7 +118,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
         if not args.output:
             raise ValueError("stats --source delta needs --output")
-        daily, hist = stats.delta_stats(get_spark(conf, "newsdedup-stats"), args.output, flt)
+        from .io import store
+
+        spark = get_spark(conf, "newsdedup-stats", [args.output])
+        store.check_is_output(spark, args.output)
+        daily, hist = stats.delta_stats(spark, args.output, flt)
     if args.json:
         print(json.dumps({"daily": daily, "histogram": hist}, default=str, indent=2))
     else:
@@ -139,7 +150,7 @@ def cmd_embed_backfill(args: argparse.Namespace) -> int:
     if args.model and not args.model_version:
         sem["model_version"] = None  # derive it from the new model, never inherit another model's tag
     conf = config.load_config(args.conf, overrides={"semantic": sem})
-    spark = get_spark(conf, "newsdedup-embed-backfill")
+    spark = get_spark(conf, "newsdedup-embed-backfill", [args.output])
     result = semantic.backfill(spark, args.output, conf.semantic, limit=args.limit)
     print(" ".join(f"{k}={v}" for k, v in result.items()))
     return 0
@@ -186,8 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the dedup cascade on a Parquet or Delta snapshot")
     _common(p)
-    p.add_argument("--input", required=True, help="Parquet file/dir or Delta table")
-    p.add_argument("--output", required=True, help="directory for the Delta tables")
+    p.add_argument("--input", help="Parquet file/dir or Delta table (any Hadoop URI: s3a://, abfss://, ...)")
+    p.add_argument("--output", required=True, help="directory (or URI) for the Delta tables")
+    p.add_argument("--resume", metavar="RUN_ID", help="continue a crashed run from its first unfinished step")
     p.add_argument("--pg", help="Postgres DSN (default: embedded server under OUTPUT/pgdata)")
     p.add_argument("--dry-run", action="store_true", help="compute and print counts, write nothing")
     p.add_argument("--no-postgres", action="store_true", help="write Delta only")
@@ -275,12 +287,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
     args = build_parser().parse_args(argv)
+    if getattr(args, "verbose", False):
+        os.environ["NEWSDEDUP_VERBOSE"] = "1"   # read by io.spark when the session is built
     try:
         return args.func(args)
     except (UserError, ValueError) as exc:
         print(f"newsdedup: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        message = _store_failure(exc, args)
+        if message is None:
+            raise
+        print(f"newsdedup: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _store_failure(exc: Exception, args: argparse.Namespace) -> str | None:
+    """A Java failure of the object store met outside io.paths (inside a Delta read/write): one line."""
+    if type(exc).__name__ != "Py4JJavaError":
+        return None
+    from .io.paths import describe_store_error
+
+    return describe_store_error(getattr(args, "output", None) or "", str(exc))
 
 
 if __name__ == "__main__":

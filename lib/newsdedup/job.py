@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from . import progress, runstate
 from .cascade import run_cascade
-from .io import pg, store
-from .io.input import read_input
+from .errors import UserError
+from .io import paths, pg, store
+from .io.input import check_columns, read_input
 
 if TYPE_CHECKING:
     from .config import Config
@@ -54,52 +56,107 @@ class Report:
                            "notes": self.notes}, indent=2, sort_keys=True)
 
 
-def run(spark: SparkSession, input_path: str, output: str, conf: "Config", *,
-        dsn: str | None = None, dry_run: bool = False, load_pg: bool = True,
-        run_id: str | None = None) -> Report:
-    report = Report(run_id=run_id or new_run_id())
-    now = datetime.now(timezone.utc)
-    if spark.sparkContext.getCheckpointDir() is None:
-        # A dry run leaves the output untouched: its checkpoints go to a scratch directory.
-        ckpt = Path(tempfile.mkdtemp(prefix="newsdedup-ckpt-")) if dry_run else Path(output).resolve() / "_checkpoints"
-        spark.sparkContext.setCheckpointDir(str(ckpt))
-    if not dry_run:
-        Path(output).mkdir(parents=True, exist_ok=True)
-    raw = read_input(spark, input_path)
-    # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
-    result = run_cascade(spark, raw, conf, report, None if dry_run else output)
+def _checkpoint_dir(conf: "Config", output: str, dry_run: bool) -> str:
+    """Configured, else under the output (any FileSystem the executors share); a dry run's is scratch."""
+    if conf.spark.checkpoint_dir:
+        return paths.qualified(conf.spark.checkpoint_dir)
     if dry_run:
-        report.notes.append("dry run: nothing written to Delta or Postgres")
-        return report
+        return tempfile.mkdtemp(prefix="newsdedup-ckpt-")
+    return store.table_path(output, "_checkpoints")
 
+
+def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config", *,
+        dsn: str | None = None, dry_run: bool = False, load_pg: bool = True,
+        run_id: str | None = None, resume: str | None = None) -> Report:
+    """One run; with resume=RUN_ID, continue that run from its first unfinished step."""
+    paths.check_reachable(spark, output)   # a wrong endpoint or missing key fails here, in one line
+    if not dry_run:
+        store.check_new_or_ours(spark, output)
+    if resume and dry_run:
+        raise UserError("--resume and --dry-run exclude each other")
+    if spark.sparkContext.getCheckpointDir() is None:
+        spark.sparkContext.setCheckpointDir(_checkpoint_dir(conf, output, dry_run))
+
+    state = None
+    if resume:
+        state = runstate.Persisted.resume(spark, output, resume)
+        if input_path and paths.qualified(input_path) != paths.qualified(state.input_path):
+            raise UserError(f"--resume {resume}: that run read {state.input_path}, not {input_path}")
+        if "finished" in state.completed():
+            raise UserError(f"--resume {resume}: that run has finished; see the runs table")
+        input_path, now = state.input_path, state.started_at
+        progress.line(f"resuming run {resume}; finished steps: {', '.join(state.completed()) or 'none'}")
+    elif input_path is None:
+        raise UserError("--input is required (unless --resume RUN_ID)")
+    else:
+        now = datetime.now(timezone.utc)
+    report = Report(run_id=resume or run_id or new_run_id())
+    raw = read_input(spark, input_path)
+    check_columns(raw)   # before anything is written under the output
+    if state is None and not dry_run:
+        state = runstate.Persisted.start(spark, output, report.run_id, input_path, now)
+    progress.line(f"run {report.run_id}: {input_path} -> {output}")
+    with progress.TaskLine(spark):
+        # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
+        result = run_cascade(spark, raw, conf, report, None if dry_run else output, steps=state)
+        if dry_run:
+            report.notes.append("dry run: nothing written to Delta or Postgres")
+            return report
+        _write(spark, result, output, report, now, state)
+        if load_pg:
+            _load_postgres(spark, output, conf, dsn, report)
+    _record(spark, output, input_path, now, report, state)
+    return report
+
+
+def _write(spark, result, output: str, report: Report, now: datetime, state: "runstate.Persisted") -> None:
+    """The three Delta writes; each is idempotent, so a write killed half-way is simply repeated."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
     links = (result.links.withColumn("linked_at", ts).withColumn("run_id", run_col)
              .withColumn("reverted_at", F.lit(None).cast("timestamp"))
              .withColumn("revert_reason", F.lit(None).cast("string")))
-    report.timed("write_delta", lambda: (
+
+    def write():
         store.merge_documents(spark, result.documents.withColumn("run_id", run_col),
-                              store.table_path(output, "documents")),
-        store.insert_links(spark, links, store.table_path(output, "duplicate_links")),
+                              store.table_path(output, "documents"))
+        store.insert_links(spark, links, store.table_path(output, "duplicate_links"))
         store.insert_quarantine(spark,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
-                                store.table_path(output, "quarantine")),
-    ))
-    if load_pg:
-        dsn = pg.resolve_dsn(conf, output, dsn)
-        # Postgres converges to what Delta holds (all runs): links a failed earlier load missed arrive too.
-        delta_links = store.read(spark, output, "duplicate_links")
-        loaded = report.timed("load_postgres", lambda: pg.load_links(delta_links, dsn, report.run_id))
-        report.counts.update({f"postgres.{k}": v for k, v in loaded.items()})
-        if conf.semantic.enabled:
-            from .io import pg_vectors
+                                store.table_path(output, "quarantine"))
+        return {}
 
-            vec = report.timed("load_postgres_vectors",
-                               lambda: pg_vectors.load_from_delta(spark, output, dsn, conf, report.run_id))
-            report.counts.update({f"postgres.documents.{k}": v for k, v in vec.items() if k != "model_version"})
-    runs_row = spark.createDataFrame([(report.run_id, now, input_path, report.to_json())],
-                                     "run_id string, started_at timestamp, input string, report string")
-    store.append(runs_row, store.table_path(output, "runs"))
-    reports = Path(output) / "reports"
-    reports.mkdir(exist_ok=True)
-    (reports / f"{report.run_id}.json").write_text(report.to_json(), encoding="utf-8")
-    return report
+    state.step("write_delta", report, write, lambda r: f"{r.counts['links.total']} links")
+
+
+def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: Report) -> None:
+    dsn = pg.resolve_dsn(conf, output, dsn)
+    # Postgres converges to what Delta holds (all runs): links a failed earlier load missed arrive too.
+    delta_links = store.read(spark, output, "duplicate_links")
+    progress.started("load_postgres")
+    loaded = report.timed("load_postgres", lambda: pg.load_links(delta_links, dsn, report.run_id))
+    report.counts.update({f"postgres.{k}": v for k, v in loaded.items()})
+    if conf.semantic.enabled:
+        from .io import pg_vectors
+
+        vec = report.timed("load_postgres_vectors",
+                           lambda: pg_vectors.load_from_delta(spark, output, dsn, conf, report.run_id))
+        report.counts.update({f"postgres.documents.{k}": v for k, v in vec.items() if k != "model_version"})
+    progress.finished("load_postgres", report.seconds["load_postgres"],
+                      " ".join(f"{k}={v}" for k, v in loaded.items()))
+
+
+def _record(spark, output: str, input_path: str, now: datetime, report: Report,
+            state: "runstate.Persisted") -> None:
+    """The report goes into the runs table (once per run id); a JSON copy only next to a local output."""
+    runs_path = store.table_path(output, "runs")
+    seen = store.exists(spark, runs_path) and (
+        spark.read.format("delta").load(runs_path).where(F.col("run_id") == report.run_id).limit(1).count() > 0)
+    if not seen:
+        runs_row = spark.createDataFrame([(report.run_id, now, input_path, report.to_json())],
+                                         "run_id string, started_at timestamp, input string, report string")
+        store.append(runs_row, runs_path)
+    if paths.is_local(output):
+        reports = Path(paths.local_path(output)) / "reports"
+        reports.mkdir(parents=True, exist_ok=True)
+        (reports / f"{report.run_id}.json").write_text(report.to_json(), encoding="utf-8")
+    state.finish(keep_frames=False)
