@@ -307,11 +307,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _store_failure(exc: Exception, args: argparse.Namespace) -> str | None:
     """A Java failure of the object store met outside io.paths (inside a Delta read/write): one line."""
-    if type(exc).__name__ != "Py4JJavaError":
-        return None
-    from .io.paths import describe_store_error
+    from .io.paths import describe_failure
 
-    return describe_store_error(getattr(args, "output", None) or "", str(exc))
+    return describe_failure(getattr(args, "output", None) or "", exc)
 
 
 if __name__ == "__main__":

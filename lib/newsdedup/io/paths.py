@@ -116,6 +116,7 @@ def check_reachable(spark: "SparkSession", path: str) -> None:
 
 def describe_store_error(path: str, text: str) -> str | None:
     """One line for a Java failure of the store behind path, or None when it is not one we know."""
+    path = os.fspath(path) if path else ""
     where = f"{path}: " if path else ""
     if "ClassNotFoundException" in text and "FileSystem" in text or "No FileSystem for scheme" in text:
         return (f"{where}no Hadoop connector for '{scheme(path)}://' on the classpath; add its jars "
@@ -142,8 +143,30 @@ def text_endpoint(text: str) -> str | None:
     return m.group(0) if m else None
 
 
+def java_failure_text(exc: BaseException) -> str | None:
+    """The Java exception behind a Py4J/PySpark error and its causes, one per line; None if not from Java."""
+    jexc = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    if jexc is None:
+        return None
+    parts = [str(exc)[:4000]]
+    for _ in range(20):                  # the cause chain: S3A wraps the SDK's error, Delta wraps S3A's
+        try:
+            parts.append(str(jexc.toString()))
+            jexc = jexc.getCause()
+        except Exception:
+            break
+        if jexc is None:
+            break
+    return "\n".join(parts)
+
+
+def describe_failure(path: str, exc: BaseException) -> str | None:
+    text = java_failure_text(exc)
+    return describe_store_error(path, text) if text else None
+
+
 class store_errors:
-    """Context manager: a Py4J failure of the store becomes ObjectStoreError with one line."""
+    """Context manager: a Java failure of the store becomes ObjectStoreError with one line."""
 
     def __init__(self, path: str = ""):
         self.path = path
@@ -154,10 +177,7 @@ class store_errors:
     def __exit__(self, exc_type, exc, tb):
         if exc is None:
             return False
-        from py4j.protocol import Py4JJavaError
-
-        if isinstance(exc, Py4JJavaError):
-            message = describe_store_error(self.path, str(exc))
-            if message:
-                raise ObjectStoreError(message) from None
+        message = describe_failure(self.path, exc)
+        if message:
+            raise ObjectStoreError(message) from None
         return False

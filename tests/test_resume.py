@@ -1,0 +1,118 @@
+"""A run killed (SIGKILL, a real subprocess) in stage 3 and again during the Delta write, then resumed,
+ends with exactly the links of an uninterrupted run, nothing duplicated."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from newsdedup import job, runstate
+from newsdedup.io import store
+
+from conftest import SAMPLE
+from servers import REPO, VENV_BIN, newsdedup
+
+pytestmark = pytest.mark.slow
+
+SMALL = '{"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1}}'
+
+
+def killed_at(args: list[str], cwd: Path, when, timeout: float = 900) -> tuple[str, str]:
+    """Run `newsdedup args`, SIGKILL it as soon as when(stderr_line) is true; return (run_id, stderr)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.Popen([str(VENV_BIN / "newsdedup"), *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True, env=env, cwd=cwd, start_new_session=True)
+    lines, run_id, deadline = [], None, time.time() + timeout
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            m = re.search(r"run (\S+): ", line)
+            run_id = run_id or (m.group(1) if m else None)
+            if when(line):
+                proc.send_signal(signal.SIGKILL)       # the driver dies mid-step, as in a crash
+                break
+            assert time.time() < deadline, "".join(lines)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)        # the JVM it started, if still there
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == -signal.SIGKILL, "".join(lines)
+    return run_id, "".join(lines)
+
+
+def wait_for_file(path: Path, timeout: float = 600) -> bool:
+    deadline = time.time() + timeout
+    while not path.exists():
+        if time.time() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def link_rows(spark, out):
+    return sorted((r.duplicate_id, r.canonical_id, r.stage, r.score)
+                  for r in store.read(spark, str(out), "duplicate_links").collect())
+
+
+def test_killed_in_stage_3_and_in_the_delta_write_then_resumed(spark, conf, tmp_path):
+    conf_file = tmp_path / "small.yaml"
+    conf_file.write_text(SMALL)
+    out = tmp_path / "out"
+    base = ["--output", str(out), "--no-postgres", "--conf", str(conf_file)]
+
+    # 1. killed while stage 3 (simhash) runs: prepare, url and content are kept.
+    run_id, err = killed_at(["run", "--input", str(SAMPLE), *base], tmp_path,
+                            lambda line: "simhash: started" in line)
+    state = runstate.Persisted(spark, str(out), run_id)
+    assert state.completed() == ["prepare", "url", "content"]
+    assert not store.exists(spark, store.table_path(str(out), "duplicate_links"))
+
+    # 2. resumed, and killed again once the Delta write has committed its first table.
+    def first_commit_then(line):
+        if "write_delta: started" not in line:
+            return False
+        return wait_for_file(out / "documents" / "_delta_log" / "00000000000000000000.json")
+
+    again, err = killed_at(["run", "--resume", run_id, *base], tmp_path, first_commit_then)
+    assert again == run_id
+    assert "content: done in an earlier attempt" in err and "simhash: done in" in err
+    assert "write_delta" not in runstate.Persisted(spark, str(out), run_id).completed()
+
+    # 3. resumed to the end.
+    done = newsdedup(["run", "--resume", run_id, *base], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "simhash: done in an earlier attempt" in done.stderr
+
+    # The same links as a run nobody interrupted, once each, all stamped with the one run id.
+    reference = tmp_path / "reference"
+    job.run(spark, str(SAMPLE), str(reference), conf, load_pg=False)
+    assert link_rows(spark, out) == link_rows(spark, reference)
+    links = store.read(spark, str(out), "duplicate_links")
+    assert links.select("duplicate_id").distinct().count() == links.count()
+    assert [r[0] for r in links.select("run_id").distinct().collect()] == [run_id]
+    assert links.select("linked_at").distinct().count() == 1
+    docs = store.read(spark, str(out), "documents")
+    assert docs.count() == docs.select("id").distinct().count() == 37
+    assert store.read(spark, str(out), "runs").where(F.col("run_id") == run_id).count() == 1
+    # Finished: the intermediate frames are gone, the markers stay; resuming again is refused.
+    assert sorted(p.name for p in (out / "_runs" / run_id).iterdir()) == ["_steps"]
+    refused = newsdedup(["run", "--resume", run_id, *base], cwd=tmp_path)
+    assert refused.returncode == 2 and "has finished" in refused.stderr
+
+
+def test_resume_of_an_unknown_run_is_one_line(tmp_path):
+    out = tmp_path / "out"
+    done = newsdedup(["run", "--resume", "nope", "--output", str(out), "--no-postgres"], cwd=REPO)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--resume nope: no such run" in done.stderr
