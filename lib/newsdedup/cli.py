@@ -86,7 +86,7 @@ def cmd_revert(args: argparse.Namespace) -> int:
         return 0
     result = revert.apply(spark, args.output, sel, dsn=dsn, reason=args.reason)
     pg_part = "" if result.postgres is None else f" postgres={result.postgres}"
-    print(f"{verb}d: delta={result.delta}{pg_part}")
+    print(f"{'restored' if args.undo else 'reverted'}: delta={result.delta}{pg_part}")
     return 0
 
 
