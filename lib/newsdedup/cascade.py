@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import prepare, stages
-from .io.input import TEXT_COLUMNS, conform, split_invalid
+from .io.input import TEXT_COLUMNS, conform, order_date, plausible_range, split_invalid
 
 if TYPE_CHECKING:
     from .config import Config
@@ -65,14 +65,15 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
 
     output: where stage 4 keeps its vectors (None: they stay in memory).
     """
-    valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone))
+    valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone, plausible_range(conf.input)))
     prepared = prepare.fingerprint(valid, conf).cache()
     docs = prepared.where(F.col("prepare_error").isNull()).drop("prepare_error")
     quarantine = _quarantine(invalid, prepared.where(F.col("prepare_error").isNotNull()))
     report.timed("prepare", lambda: _count_prepared(prepared, invalid, report))
 
     ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=docs, output=output)
-    unresolved = docs.select("id", "published_at", "lang", "url_hash", "content_hash", "simhash",
+    # Implausible dates are kept on the documents but order last, like unknown ones.
+    unresolved = docs.select("id", order_date().alias("published_at"), "lang", "url_hash", "content_hash", "simhash",
                              *[f"band_{i}" for i in range(conf.simhash.bands)])
     all_links = []
     cascade = stages.build(conf)
