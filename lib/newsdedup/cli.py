@@ -20,10 +20,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import job
     from .io.spark import get_spark
 
+    from .io import lock, pg
+
     conf = config.load_config(args.conf)
-    spark = get_spark(conf, "newsdedup-run")
-    report = job.run(spark, args.input, args.output, conf, dsn=args.pg, dry_run=args.dry_run,
-                     load_pg=not args.no_postgres)
+    if args.dry_run:
+        spark = get_spark(conf, "newsdedup-run")
+        print(job.run(spark, args.input, args.output, conf, dry_run=True).table())
+        return 0
+    # Lock and Postgres are checked before the JVM starts: a second run or a bad DSN fails in a second.
+    with lock.hold(args.output, conf.lock, "newsdedup run"):
+        dsn = None if args.no_postgres else pg.resolve_dsn(conf, args.output, args.pg)
+        if dsn:
+            pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
+        spark = get_spark(conf, "newsdedup-run")
+        report = job.run(spark, args.input, args.output, conf, dsn=dsn, load_pg=not args.no_postgres)
     print(report.table())
     return 0
 
@@ -46,8 +56,11 @@ def cmd_load(args: argparse.Namespace) -> int:
             print(f"{row['stage']:<10} {row['count']}")
         print(f"{'total':<10} {sum(r['count'] for r in counts)}  (dry run: nothing loaded)")
         return 0
-    dsn = pg.resolve_dsn(conf, args.output, args.pg)
-    result = pg.load_links(links, dsn, args.load_id or job.new_run_id())
+    from .io import lock
+
+    with lock.hold(args.output, conf.lock, "newsdedup load"):
+        dsn = pg.resolve_dsn(conf, args.output, args.pg)
+        result = pg.load_links(links, dsn, args.load_id or job.new_run_id())
     print(" ".join(f"{k}={v}" for k, v in result.items()))
     return 0
 
@@ -77,7 +90,10 @@ def cmd_revert(args: argparse.Namespace) -> int:
         pg_part = f", postgres {revert.count_postgres(dsn, sel)}" if dsn else ""
         print(f"would {verb}: delta {sum(counts.values())}{pg_part} (dry run: nothing changed)")
         return 0
-    result = revert.apply(spark, args.output, sel, dsn=dsn, reason=args.reason)
+    from .io import lock
+
+    with lock.hold(args.output, conf.lock, "newsdedup revert"):
+        result = revert.apply(spark, args.output, sel, dsn=dsn, reason=args.reason)
     pg_part = "" if result.postgres is None else f" postgres={result.postgres}"
     print(f"{verb}d: delta={result.delta}{pg_part}")
     return 0
@@ -280,6 +296,14 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (UserError, ValueError) as exc:
         print(f"newsdedup: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        import psycopg
+
+        if not isinstance(exc, psycopg.OperationalError):
+            raise
+        # A server that goes away mid-command (killed, restarted, lock timeout): one line, no trace.
+        print(f"newsdedup: error: Postgres: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 
 

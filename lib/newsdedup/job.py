@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from .cascade import run_cascade
-from .io import pg, store
+from .io import lock, pg, store
 from .io.input import read_input
 
 if TYPE_CHECKING:
@@ -57,6 +57,15 @@ class Report:
 def run(spark: SparkSession, input_path: str, output: str, conf: "Config", *,
         dsn: str | None = None, dry_run: bool = False, load_pg: bool = True,
         run_id: str | None = None) -> Report:
+    """One run; a run that writes holds the output's lock (a concurrent second run fails fast)."""
+    if dry_run:
+        return _run(spark, input_path, output, conf, None, dsn, dry_run, load_pg, run_id)
+    with lock.hold(output, conf.lock, "newsdedup run") as held:
+        return _run(spark, input_path, output, conf, held, dsn, dry_run, load_pg, run_id)
+
+
+def _run(spark: SparkSession, input_path: str, output: str, conf: "Config", held: "lock.OutputLock | None",
+         dsn: str | None, dry_run: bool, load_pg: bool, run_id: str | None) -> Report:
     report = Report(run_id=run_id or new_run_id())
     now = datetime.now(timezone.utc)
     if spark.sparkContext.getCheckpointDir() is None:
@@ -65,6 +74,10 @@ def run(spark: SparkSession, input_path: str, output: str, conf: "Config", *,
         spark.sparkContext.setCheckpointDir(str(ckpt))
     if not dry_run:
         Path(output).mkdir(parents=True, exist_ok=True)
+    if load_pg and not dry_run:
+        # A bad DSN, a wrong password or a missing pgvector must fail now, not after the computation.
+        dsn = pg.resolve_dsn(conf, output, dsn)
+        pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
     raw = read_input(spark, input_path)
     # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
     result = run_cascade(spark, raw, conf, report, None if dry_run else output)
@@ -72,6 +85,8 @@ def run(spark: SparkSession, input_path: str, output: str, conf: "Config", *,
         report.notes.append("dry run: nothing written to Delta or Postgres")
         return report
 
+    if held is not None:
+        held.ensure_held()
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
     links = (result.links.withColumn("linked_at", ts).withColumn("run_id", run_col)
              .withColumn("reverted_at", F.lit(None).cast("timestamp"))
@@ -85,7 +100,6 @@ def run(spark: SparkSession, input_path: str, output: str, conf: "Config", *,
                                 store.table_path(output, "quarantine")),
     ))
     if load_pg:
-        dsn = pg.resolve_dsn(conf, output, dsn)
         # Postgres converges to what Delta holds (all runs): links a failed earlier load missed arrive too.
         delta_links = store.read(spark, output, "duplicate_links")
         loaded = report.timed("load_postgres", lambda: pg.load_links(delta_links, dsn, report.run_id))
