@@ -362,4 +362,4 @@ def yaml_load(text: str, name: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{name}: not valid YAML ({exc})") from None
+        raise ConfigError(f"{name}: not valid YAML ({' '.join(str(exc).split())})") from None

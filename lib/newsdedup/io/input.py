@@ -156,7 +156,7 @@ def _parsed_timestamp(df: DataFrame, naive_tz: str) -> Column:
         return F.to_utc_timestamp(col.cast("timestamp"), naive_tz)
     if isinstance(dtype, T.StringType):
         text = F.trim(col)
-        numeric = text.rlike(r"^-?\d{1,19}(\.\d+)?$")
+        numeric = text.rlike(r"^-?\d{5,19}(\.\d+)?$")  # "2026" stays a year, not an epoch
         # Strings with an offset parse as instants; bare ones are read in naive_tz.
         # try_to_timestamp: an unparseable string becomes null (flagged), not a failed job.
         has_zone = text.rlike(r"(Z|[+-]\d{2}:?\d{2})$")
