@@ -46,6 +46,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
+    dsn = None if args.dry_run else _pg_for(args, conf)   # a bad DSN fails before Spark starts
     spark = get_spark(conf, "newsdedup-load")
     links = store.read(spark, args.output, "duplicate_links")
     if args.run:
@@ -59,19 +60,20 @@ def cmd_load(args: argparse.Namespace) -> int:
     from .io import lock
 
     with lock.hold(args.output, conf.lock, "newsdedup load"):
-        dsn = pg.resolve_dsn(conf, args.output, args.pg)
         result = pg.load_links(links, dsn, args.load_id or job.new_run_id())
     print(" ".join(f"{k}={v}" for k, v in result.items()))
     return 0
 
 
 def _pg_for(args: argparse.Namespace, conf) -> str | None:
-    """The DSN a maintenance command should use; None when --no-postgres was given."""
+    """The DSN a maintenance command should use, checked; None when --no-postgres was given."""
     from .io import pg
 
     if getattr(args, "no_postgres", False):
         return None
-    return pg.resolve_dsn(conf, getattr(args, "output", None), args.pg)
+    dsn = pg.resolve_dsn(conf, getattr(args, "output", None), args.pg)
+    pg.check_dsn(dsn)
+    return dsn
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
@@ -80,8 +82,8 @@ def cmd_revert(args: argparse.Namespace) -> int:
 
     conf = config.load_config(args.conf)
     sel = revert.Selection(stage=args.stage, below=args.below, run_id=args.run, undo=args.undo)
-    spark = get_spark(conf, "newsdedup-revert")
     dsn = _pg_for(args, conf)
+    spark = get_spark(conf, "newsdedup-revert")
     verb = "restore" if args.undo else "revert"
     if args.dry_run:
         counts = revert.count_delta(spark, args.output, sel)
@@ -138,7 +140,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_migrate_urls(args: argparse.Namespace) -> int:
     from .ops import migrate
 
+    from .io import pg
+
     conf = config.load_config(args.conf)
+    pg.check_dsn(args.pg)
     target = migrate.Target(args.table, args.id_column, args.url_column, args.source_column)
     report = migrate.migrate(args.pg, target, conf.url, apply=args.apply, batch_size=args.batch_size,
                              skip_collisions=args.skip_collisions)
