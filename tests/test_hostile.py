@@ -4,8 +4,8 @@ Every class of bad row is built into one of three snapshots, each run once
 through the command line (`newsdedup run --no-postgres`) in this test
 session's Spark:
 
-- A: a directory of four Parquet files whose schemas differ (html-only files,
-  pyarrow's null-typed columns, int32 ids, ms timestamps) with typed
+- A: a directory of five Parquet files whose schemas differ (html-only files,
+  pyarrow's null-typed columns, int32 ids, ms timestamps, dates) with typed
   timestamps of year 1 and 9999 and ~30 kinds of broken rows;
 - B: integer epochs in seconds, milliseconds, microseconds and nanoseconds,
   string ids, a numeric text column;
@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -94,7 +94,8 @@ A_HTML = [  # id, url, html, published_at, source: a file with no title/body/lan
 ]
 A_NULLTYPED = [(40, "https://ex.com/n1", story(40)), (41, "https://ex.com/n2", story(41))]
 A_INT32 = [(50, "https://ex.com/i1", story(50), T), (51, "https://ex.com/i2", story(51), T + timedelta(hours=2))]
-A_ROWS = len(A_MAIN) + len(A_HTML) + len(A_NULLTYPED) + len(A_INT32)
+A_DATES = [(60, date(2026, 1, 5)), (61, date(1, 1, 1))]   # a file whose published_at is a date column
+A_ROWS = len(A_MAIN) + len(A_HTML) + len(A_NULLTYPED) + len(A_INT32) + len(A_DATES)
 
 
 def write_a(d: Path) -> str:
@@ -115,6 +116,11 @@ def write_a(d: Path) -> str:
     pq.write_table(pa.table({"id": pa.array(cols[0], pa.int32()), "url": cols[1], "body": cols[2],
                              "published_at": ts_col(cols[3], "ms"), "source": ["ex"] * len(A_INT32)}),
                    d / "int32_ms.parquet")
+    n = len(A_DATES)
+    pq.write_table(pa.table({"id": pa.array([r[0] for r in A_DATES], pa.int64()),
+                             "url": [f"https://ex.com/d{r[0]}" for r in A_DATES], "body": [story(r[0]) for r in A_DATES],
+                             "published_at": pa.array([r[1] for r in A_DATES], pa.date32()), "source": ["ex"] * n}),
+                   d / "dates.parquet")
     return str(d)
 
 
@@ -247,7 +253,7 @@ def test_a_no_article_text_is_lost(run_a):
     assert docs[8]["body"] == "\ufffd " + story(8) and "invalid_utf8:body" in docs[8]["flags"]
     for i in (30, 32):   # html-only file: the text was extracted, not dropped
         assert story(i).split()[0] in docs[i]["body"] and "from_html" in docs[i]["flags"]
-    for i in (40, 41, 50, 51):
+    for i in (40, 41, 50, 51, 60, 61):
         assert docs[i]["body"] == story(i)
 
 
@@ -258,6 +264,8 @@ def test_a_year_1_and_9999_are_kept_flagged_and_ordered_last(run_a):
     # 2 says year 1, but an implausible date orders last: the 2026 copy is the canonical.
     assert (2, 3, "content") in links and (3, 2, "content") not in links
     assert "no_published_at" in docs[5]["flags"] and docs[5]["ts"] is None
+    assert docs[60]["ts"] == "2026-01-05 00:00:00" and not docs[60]["flags"]   # a date column, merged with timestamps
+    assert docs[61]["ts"] == "0001-01-01 00:00:00" and flag(docs[61], "implausible_published_at:")
 
 
 def test_a_urls_have_clear_reasons(run_a):

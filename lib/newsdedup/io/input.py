@@ -51,7 +51,7 @@ def read_input(spark: SparkSession, path: str) -> DataFrame:
     p = Path(path)
     if (p / "_delta_log").is_dir() or path.startswith("delta:"):
         return spark.read.format("delta").load(path.removeprefix("delta:"))
-    if "://" not in path and not p.exists():
+    if "://" not in path and not path.startswith("file:") and not p.exists():
         raise InputSchemaError(f"--input {path}: no such file or directory")
     try:
         # A column missing from some files is null in their rows (the html-only files of a mixed snapshot).
@@ -64,11 +64,12 @@ def read_input(spark: SparkSession, path: str) -> DataFrame:
 
 _WIDER = {T.ByteType: T.LongType(), T.ShortType: T.LongType(), T.IntegerType: T.LongType(),
           T.LongType: T.LongType(), T.FloatType: T.DoubleType(), T.DoubleType: T.DoubleType(),
-          T.StringType: T.StringType(), T.BinaryType: T.StringType()}
+          T.StringType: T.StringType(), T.BinaryType: T.StringType(), T.DateType: T.TimestampType()}
 
 
 def _family(dtype: T.DataType) -> T.DataType:
-    """The type two files' columns may be widened to: integers to bigint, floats to double, bytes to string."""
+    """The type two files' columns may be widened to: integers to bigint, floats to double, bytes to string,
+    dates to timestamps (midnight UTC)."""
     return _WIDER.get(type(dtype), dtype)
 
 
