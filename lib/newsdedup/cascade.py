@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import prepare, runstate, stages
-from .io.input import TEXT_COLUMNS, conform, split_invalid
+from .io.input import TEXT_COLUMNS, conform, order_date, plausible_range, split_invalid
 
 if TYPE_CHECKING:
     from .config import Config
@@ -78,7 +78,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
     steps = steps or runstate.InMemory()
 
     def prepare_step():
-        valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone))
+        valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone, plausible_range(conf.input)))
         prepared = prepare.fingerprint(valid, conf).cache()
         _count_prepared(prepared, invalid, report)
         return {"prepared": prepared,
@@ -90,7 +90,8 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
     docs = frames["prepared"].where(F.col("prepare_error").isNull()).drop("prepare_error")
 
     ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=docs, output=output)
-    unresolved = docs.select("id", "published_at", "lang", "url_hash", "content_hash", "simhash",
+    # Implausible dates are kept on the documents but order last, like unknown ones.
+    unresolved = docs.select("id", order_date().alias("published_at"), "lang", "url_hash", "content_hash", "simhash",
                              *[f"band_{i}" for i in range(conf.simhash.bands)])
     all_links = []
     cascade = stages.build(conf)

@@ -21,12 +21,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import job
     from .io.spark import get_spark
 
+    from .io import lock, pg
+
     conf = config.load_config(args.conf)
     if not (args.input or args.resume):
         raise UserError("run needs --input (or --resume RUN_ID)")
-    spark = get_spark(conf, "newsdedup-run", [args.input, args.output])
-    report = job.run(spark, args.input, args.output, conf, dsn=args.pg, dry_run=args.dry_run,
-                     load_pg=not args.no_postgres, resume=args.resume)
+    if args.dry_run:
+        spark = get_spark(conf, "newsdedup-run", [args.input, args.output])
+        print(job.run(spark, args.input, args.output, conf, dry_run=True, resume=args.resume).table())
+        return 0
+    # Lock and Postgres are checked before the JVM starts: a second run or a bad DSN fails in a second.
+    with lock.hold(args.output, conf.lock, "newsdedup run"):
+        dsn = None if args.no_postgres else pg.resolve_dsn(conf, args.output, args.pg)
+        if dsn:
+            pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
+        spark = get_spark(conf, "newsdedup-run", [args.input, args.output])
+        report = job.run(spark, args.input, args.output, conf, dsn=dsn, load_pg=not args.no_postgres,
+                         resume=args.resume)
     print(report.table())
     return 0
 
@@ -39,6 +50,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
+    dsn = None if args.dry_run else _pg_for(args, conf)   # a bad DSN fails before Spark starts
     spark = get_spark(conf, "newsdedup-load", [args.output])
     store.check_is_output(spark, args.output)
     links = store.read(spark, args.output, "duplicate_links")
@@ -50,19 +62,23 @@ def cmd_load(args: argparse.Namespace) -> int:
             print(f"{row['stage']:<10} {row['count']}")
         print(f"{'total':<10} {sum(r['count'] for r in counts)}  (dry run: nothing loaded)")
         return 0
-    dsn = pg.resolve_dsn(conf, args.output, args.pg)
-    result = pg.load_links(links, dsn, args.load_id or job.new_run_id())
+    from .io import lock
+
+    with lock.hold(args.output, conf.lock, "newsdedup load"):
+        result = pg.load_links(links, dsn, args.load_id or job.new_run_id())
     print(" ".join(f"{k}={v}" for k, v in result.items()))
     return 0
 
 
 def _pg_for(args: argparse.Namespace, conf) -> str | None:
-    """The DSN a maintenance command should use; None when --no-postgres was given."""
+    """The DSN a maintenance command should use, checked; None when --no-postgres was given."""
     from .io import pg
 
     if getattr(args, "no_postgres", False):
         return None
-    return pg.resolve_dsn(conf, getattr(args, "output", None), args.pg)
+    dsn = pg.resolve_dsn(conf, getattr(args, "output", None), args.pg)
+    pg.check_dsn(dsn)
+    return dsn
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
@@ -71,11 +87,11 @@ def cmd_revert(args: argparse.Namespace) -> int:
 
     conf = config.load_config(args.conf)
     sel = revert.Selection(stage=args.stage, below=args.below, run_id=args.run, undo=args.undo)
+    dsn = _pg_for(args, conf)   # a bad DSN fails before Spark starts
     spark = get_spark(conf, "newsdedup-revert", [args.output])
     from .io import store
 
     store.check_is_output(spark, args.output)
-    dsn = _pg_for(args, conf)
     verb = "restore" if args.undo else "revert"
     if args.dry_run:
         counts = revert.count_delta(spark, args.output, sel)
@@ -84,7 +100,10 @@ def cmd_revert(args: argparse.Namespace) -> int:
         pg_part = f", postgres {revert.count_postgres(dsn, sel)}" if dsn else ""
         print(f"would {verb}: delta {sum(counts.values())}{pg_part} (dry run: nothing changed)")
         return 0
-    result = revert.apply(spark, args.output, sel, dsn=dsn, reason=args.reason)
+    from .io import lock
+
+    with lock.hold(args.output, conf.lock, "newsdedup revert"):
+        result = revert.apply(spark, args.output, sel, dsn=dsn, reason=args.reason)
     pg_part = "" if result.postgres is None else f" postgres={result.postgres}"
     print(f"{'restored' if args.undo else 'reverted'}: delta={result.delta}{pg_part}")
     return 0
@@ -133,7 +152,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_migrate_urls(args: argparse.Namespace) -> int:
     from .ops import migrate
 
+    from .io import pg
+
     conf = config.load_config(args.conf)
+    pg.check_dsn(args.pg)
     target = migrate.Target(args.table, args.id_column, args.url_column, args.source_column)
     report = migrate.migrate(args.pg, target, conf.url, apply=args.apply, batch_size=args.batch_size,
                              skip_collisions=args.skip_collisions)
@@ -298,11 +320,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"newsdedup: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        message = _store_failure(exc, args)
+        message = _store_failure(exc, args) or _postgres_failure(exc)
         if message is None:
             raise
         print(f"newsdedup: error: {message}", file=sys.stderr)
         return 2
+
+
+def _postgres_failure(exc: Exception) -> str | None:
+    """A server that goes away mid-command (killed, restarted, lock timeout): one line, no trace."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError):
+        return None
+    return f"Postgres: {' '.join(str(exc).split())}"
 
 
 def _store_failure(exc: Exception, args: argparse.Namespace) -> str | None:

@@ -79,9 +79,23 @@ class SparkConfig:
 class InputConfig:
     naive_timezone: str = "UTC"
     max_text_chars: int = 200_000
+    published_at_min: str = "1800-01-01"
+    published_at_max: Optional[str] = None
 
     def validate(self, key: str) -> None:
+        from datetime import datetime
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        bounds = []
+        for name in ("published_at_min", "published_at_max"):
+            value = getattr(self, name)
+            try:
+                bounds.append(None if value is None else datetime.fromisoformat(value))
+            except ValueError:
+                _check(False, f"{key}.{name}", value, "an ISO date such as '1990-01-01'")
+        if None not in bounds:
+            _check(bounds[0] < bounds[1], f"{key}.published_at_max", self.published_at_max,
+                   f"a date after published_at_min={self.published_at_min!r}")
 
         try:
             ZoneInfo(self.naive_timezone)
@@ -200,6 +214,25 @@ class SemanticConfig:
 class PostgresConfig:
     dsn: Optional[str] = None
     embedded_dir: Optional[str] = None
+    listen: Optional[str] = None   # "host:port" for the embedded server's TCP listener
+
+    def validate(self, key: str) -> None:
+        if self.listen is None:
+            return
+        host, _, port = self.listen.rpartition(":")
+        _check(bool(host) and port.isdigit() and 1 <= int(port) <= 65535, f"{key}.listen", self.listen,
+               "host:port with a port between 1 and 65535, e.g. '127.0.0.1:5433' or '0.0.0.0:5433'")
+
+
+@dataclass(frozen=True)
+class LockConfig:
+    heartbeat_s: float = 10
+    stale_after_s: float = 120
+
+    def validate(self, key: str) -> None:
+        _check(self.heartbeat_s > 0, f"{key}.heartbeat_s", self.heartbeat_s, "a positive number of seconds")
+        _check(self.stale_after_s > 2 * self.heartbeat_s, f"{key}.stale_after_s", self.stale_after_s,
+               f"more than twice lock.heartbeat_s={self.heartbeat_s}")
 
 
 @dataclass(frozen=True)
@@ -211,6 +244,7 @@ class Config:
     simhash: SimhashConfig = field(default_factory=SimhashConfig)
     semantic: SemanticConfig = field(default_factory=SemanticConfig)
     postgres: PostgresConfig = field(default_factory=PostgresConfig)
+    lock: LockConfig = field(default_factory=LockConfig)
     # The merged YAML this was built from, so that overrides can be applied on top.
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -338,4 +372,4 @@ def yaml_load(text: str, name: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{name}: not valid YAML ({exc})") from None
+        raise ConfigError(f"{name}: not valid YAML ({' '.join(str(exc).split())})") from None

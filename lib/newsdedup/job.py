@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from . import progress, runstate
 from .cascade import run_cascade
 from .errors import UserError
-from .io import paths, pg, store
+from .io import lock, paths, pg, store
 from .io.input import check_columns, read_input
 
 if TYPE_CHECKING:
@@ -68,7 +68,18 @@ def _checkpoint_dir(conf: "Config", output: str, dry_run: bool) -> str:
 def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config", *,
         dsn: str | None = None, dry_run: bool = False, load_pg: bool = True,
         run_id: str | None = None, resume: str | None = None) -> Report:
-    """One run; with resume=RUN_ID, continue that run from its first unfinished step."""
+    """One run; with resume=RUN_ID, continue that run from its first unfinished step.
+
+    A run that writes holds the output's lock, so a concurrent second run fails fast.
+    """
+    if dry_run:
+        return _run(spark, input_path, output, conf, None, dsn, True, load_pg, run_id, resume)
+    with lock.hold(output, conf.lock, "newsdedup run") as held:
+        return _run(spark, input_path, output, conf, held, dsn, False, load_pg, run_id, resume)
+
+
+def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config", held: "lock.OutputLock | None",
+         dsn: str | None, dry_run: bool, load_pg: bool, run_id: str | None, resume: str | None) -> Report:
     paths.check_reachable(spark, output)   # a wrong endpoint or missing key fails here, in one line
     if not dry_run:
         store.check_new_or_ours(spark, output)
@@ -90,6 +101,10 @@ def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config"
         raise UserError("--input is required (unless --resume RUN_ID)")
     else:
         now = datetime.now(timezone.utc)
+    if load_pg and not dry_run:
+        # A bad DSN, a wrong password or a missing pgvector must fail now, not after the computation.
+        dsn = pg.resolve_dsn(conf, output, dsn)
+        pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
     report = Report(run_id=resume or run_id or new_run_id())
     raw = read_input(spark, input_path)
     check_columns(raw)   # before anything is written under the output
@@ -102,6 +117,8 @@ def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config"
         if dry_run:
             report.notes.append("dry run: nothing written to Delta or Postgres")
             return report
+        if held is not None:
+            held.ensure_held()   # a run that stalled and lost its lock writes nothing
         _write(spark, result, output, report, now, state)
         if load_pg:
             _load_postgres(spark, output, conf, dsn, report)

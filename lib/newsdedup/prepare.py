@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import pandas as pd
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .io.input import TEXT_COLUMNS
@@ -43,6 +44,11 @@ PREPARED_SCHEMA = T.StructType([
     T.StructField("flags", T.ArrayType(T.StringType()), True),
     T.StructField("prepare_error", T.StringType(), True),
 ])
+# What the Python pass returns: published_at travels as microseconds (a long),
+# never as a pandas datetime64[ns], which cannot hold years before 1677 or after 2262.
+PYTHON_SCHEMA = T.StructType([T.StructField("published_at_us", T.LongType(), True) if f.name == "published_at"
+                              else f for f in PREPARED_SCHEMA.fields])
+NO_TIMESTAMP = -(2**63)  # stands for null: a nullable long column would reach pandas as float64 and lose digits
 
 
 def percent_escape_invalid_utf8(raw: bytes) -> str:
@@ -70,6 +76,11 @@ def _decode(value: Any, flags: list[str], name: str, repair=_replace_invalid) ->
         return repair(raw)
 
 
+def _micros(r: Mapping[str, Any]) -> int | None:
+    us = r["published_at_us"]
+    return None if us is None or us == NO_TIMESTAMP else int(us)
+
+
 class Preparer:
     """One row in, the keys of every stage out; one instance per Python worker.
 
@@ -91,13 +102,12 @@ class Preparer:
         html = _decode(r["html"], flags, "html")
         source = _decode(r["source"], flags, "source")
         lang_hint = _decode(r["lang"], flags, "lang")
-        out: dict[str, Any] = {"id": int(r["id"]), "published_at": r["published_at"], "source": source,
+        out: dict[str, Any] = {"id": int(r["id"]), "published_at_us": _micros(r), "source": source,
                                "url": url, "title": title, "flags": flags, "prepare_error": None}
-        if r["published_at"] is None or pd.isna(r["published_at"]):
-            raw_ts = r.get("raw_published_at")
-            raw_ts = None if raw_ts is None or pd.isna(raw_ts) else str(raw_ts).strip()
-            # Unreadable dates keep the document (ordered last); the raw value lives on in the flag.
-            flags.append(f"unparseable_published_at:{raw_ts[:64]}" if raw_ts else "no_published_at")
+        ts_flag = r.get("published_at_flag")
+        if isinstance(ts_flag, str):
+            # Unreadable or implausible dates keep the document (ordered last); the raw value lives on in the flag.
+            flags.append(ts_flag)
 
         out.update(self.url.columns(url, source))
         content = self.content.columns(title, body, html, lang_hint, flags)
@@ -110,8 +120,8 @@ class Preparer:
         try:
             return self.row(r)
         except Exception as exc:  # quarantined downstream, with the reason
-            empty = {f.name: None for f in PREPARED_SCHEMA.fields}
-            empty.update(id=int(r["id"]), published_at=r["published_at"], flags=[],
+            empty = {f.name: None for f in PYTHON_SCHEMA.fields}
+            empty.update(id=int(r["id"]), published_at_us=_micros(r), flags=[],
                          prepare_error=f"{type(exc).__name__}: {exc}"[:1000])
             return empty
 
@@ -120,15 +130,18 @@ def fingerprint(df: DataFrame, conf: "Config") -> DataFrame:
     """Compute URL/content/SimHash keys for every row with one Python pass (mapInPandas)."""
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         prep = Preparer(conf)
-        names = [f.name for f in PREPARED_SCHEMA.fields]
+        names = [f.name for f in PYTHON_SCHEMA.fields]
         for pdf in batches:
             rows = [prep.safe_row(r) for r in pdf.to_dict("records")]
             out = pd.DataFrame(rows, columns=names)
-            for c in ("simhash", "n_features", "text_chars", "band_0", "band_1", "band_2", "band_3"):
+            for c in ("simhash", "n_features", "text_chars", "band_0", "band_1", "band_2", "band_3",
+                      "published_at_us"):
                 out[c] = out[c].astype("Int64")
             yield out
 
-    cols = ["id", "published_at", *TEXT_COLUMNS]
-    if "raw_published_at" in df.columns:
-        cols.append("raw_published_at")
-    return df.select(*cols).mapInPandas(run, PREPARED_SCHEMA)
+    flag = F.col("published_at_flag") if "published_at_flag" in df.columns else F.lit(None).cast("string")
+    cols = ["id", F.coalesce(F.unix_micros("published_at"), F.lit(NO_TIMESTAMP)).alias("published_at_us"),
+            *TEXT_COLUMNS, flag.alias("published_at_flag")]
+    prepared = df.select(*cols).mapInPandas(run, PYTHON_SCHEMA)
+    return prepared.select(*[F.timestamp_micros("published_at_us").alias("published_at") if f.name == "published_at"
+                             else F.col(f.name) for f in PREPARED_SCHEMA.fields])

@@ -1,11 +1,25 @@
 """Reading and conforming the input snapshot.
 
-`read_input` reads Parquet or Delta; `conform` casts it to the internal shape;
-`split_invalid` sets aside rows that cannot be documents. Every input row ends
-up either in the prepared documents or in quarantine, with a reason.
+`read_input` reads Parquet (schemas of all files merged) or Delta; `conform`
+casts it to the internal shape; `split_invalid` sets aside rows that cannot be
+documents. Every input row ends up either in the prepared documents or in
+quarantine, with a reason.
+
+Timestamps: `published_at` may be a timestamp (with or without zone), a date,
+a string (with or without zone, or an integer epoch written as digits) or a
+number (an epoch whose unit is inferred per value, see `epoch_micros`). Any
+year Spark can hold (0001-9999) is kept. A value that cannot be read becomes
+null with the flag `unparseable_published_at:<raw>`; one outside
+`input.published_at_min/max` is kept but flagged `implausible_published_at:<raw>`
+and, like an unknown date, ordered last (`order_date`). Nothing here converts a
+timestamp to pandas: the Python pass receives it as microseconds.
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -14,13 +28,25 @@ from pyspark.sql import types as T
 from ..errors import UserError
 from . import paths
 
+if TYPE_CHECKING:
+    from ..config import InputConfig
+
 REQUIRED = ("id", "url", "published_at", "source")
 TEXT_COLUMNS = ("url", "title", "body", "html", "source", "lang")
 
+# Spark's timestamp range, 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999Z, in microseconds.
+MIN_MICROS = -62_135_596_800_000_000
+MAX_MICROS = 253_402_300_799_999_999
+IMPLAUSIBLE = "implausible_published_at"
+UNPARSEABLE = "unparseable_published_at"
+MAX_SCHEMA_FILES = 5000   # files whose schemas are compared when Spark cannot merge them
+
 
 class InputSchemaError(UserError, ValueError):
-    """The input is missing columns the job cannot run without."""
+    """The input is missing columns the job cannot run without, or its files disagree on a column's type."""
 
+
+# ---------------------------------------------------------------- reading
 
 class InputNotFoundError(UserError):
     """The --input path does not exist."""
@@ -29,7 +55,10 @@ class InputNotFoundError(UserError):
 def read_input(spark: SparkSession, path: str) -> DataFrame:
     """A Delta table (asked of the path's FileSystem, so s3a:// Delta is read as Delta) or Parquet.
 
-    Reading a Delta directory as plain Parquet would also read the files Delta has removed.
+    Reading a Delta directory as plain Parquet would also read the files Delta
+    has removed. Parquet files are read with their schemas merged: a column
+    missing from some files is null in their rows (the html-only files of a
+    mixed snapshot).
     """
     if path.startswith("delta:"):
         return spark.read.format("delta").load(paths.qualified(path.removeprefix("delta:")))
@@ -37,7 +66,64 @@ def read_input(spark: SparkSession, path: str) -> DataFrame:
         raise InputNotFoundError(f"--input {path}: no such file or directory")
     if paths.is_delta(spark, path):
         return spark.read.format("delta").load(paths.qualified(path))
-    return spark.read.parquet(paths.qualified(path))
+    qualified = paths.qualified(path)
+    try:
+        return spark.read.option("mergeSchema", "true").parquet(qualified)
+    except Exception as exc:  # Py4JJavaError or AnalysisException, depending on where Spark fails
+        if "CANNOT_MERGE" not in str(exc) and "merge incompatible" not in str(exc):
+            raise
+    return _union_by_file_schema(spark, qualified)
+
+
+_WIDER = {T.ByteType: T.LongType(), T.ShortType: T.LongType(), T.IntegerType: T.LongType(),
+          T.LongType: T.LongType(), T.FloatType: T.DoubleType(), T.DoubleType: T.DoubleType(),
+          T.StringType: T.StringType(), T.BinaryType: T.StringType(), T.DateType: T.TimestampType()}
+
+
+def _family(dtype: T.DataType) -> T.DataType:
+    """The type two files' columns may be widened to: integers to bigint, floats to double, bytes to string,
+    dates to timestamps (midnight UTC)."""
+    return _WIDER.get(type(dtype), dtype)
+
+
+def _union_by_file_schema(spark: SparkSession, path: str) -> DataFrame:
+    """Spark could not merge the files' schemas: group files by schema, reconcile, union or explain.
+
+    An all-null column (pyarrow writes Parquet type null, which Spark reads as
+    int) does not constrain the type: it is dropped from its files and comes
+    back as null. Integer widths and float widths widen. Any other disagreement
+    is an InputSchemaError naming the column, the types and example files.
+    """
+    files = spark.read.parquet(path).inputFiles()[:MAX_SCHEMA_FILES]
+    groups: dict[str, tuple[T.StructType, list[str]]] = {}
+    for f in files:
+        schema = spark.read.parquet(f).schema
+        groups.setdefault(schema.json(), (schema, []))[1].append(f)
+    frames = []
+    types_by_col: dict[str, dict[str, list[str]]] = {}
+    for schema, members in groups.values():
+        df = spark.read.parquet(*members)
+        numeric = [fld.name for fld in schema.fields if isinstance(fld.dataType, (T.IntegerType, T.NullType))]
+        counts = df.agg(*[F.count(F.col(c)).alias(c) for c in numeric]).first() if numeric else {}
+        empty = {c for c in numeric if counts[c] == 0}
+        df = df.drop(*empty)
+        frames.append(df)
+        for fld in df.schema.fields:
+            types_by_col.setdefault(fld.name.lower(), {}).setdefault(
+                _family(fld.dataType).simpleString(), []).extend(members)
+    for col, by_type in sorted(types_by_col.items()):
+        if len(by_type) > 1:
+            parts = "; ".join(f"{t} in {', '.join(Path(m).name for m in ms[:3])}"
+                              + (f" and {len(ms) - 3} more" if len(ms) > 3 else "")
+                              for t, ms in sorted(by_type.items()))
+            raise InputSchemaError(
+                f"input column '{col}' has conflicting types across files: {parts}. "
+                "Rewrite the files with one type for the column, or run them as separate inputs")
+    out = None
+    for df in frames:
+        df = df.select(*[F.col(f.name).cast(_family(f.dataType)).alias(f.name.lower()) for f in df.schema.fields])
+        out = df if out is None else out.unionByName(df, allowMissingColumns=True)
+    return out
 
 
 def check_columns(df: DataFrame) -> None:
@@ -52,43 +138,119 @@ def check_columns(df: DataFrame) -> None:
             f"published_at timestamp, source string, lang string (nullable); found: {', '.join(df.columns)}")
 
 
-def _as_utc_timestamp(df: DataFrame, naive_tz: str) -> Column:
+# ---------------------------------------------------------------- timestamps
+
+def epoch_micros(col: Column) -> Column:
+    """An integer or fractional epoch as microseconds, the unit inferred from the magnitude of each value.
+
+    |v| < 1e11: seconds (until year 5138); < 1e14: milliseconds (from 1973-03-03 on,
+    since smaller ms values are read as seconds); < 1e17: microseconds; larger:
+    nanoseconds. The ranges overlap at their edges, and the rule picks the common
+    case: a millisecond epoch of 1970-1973 is read as seconds of a far-future
+    year (flagged implausible), and a microsecond epoch after year 5138 as
+    nanoseconds (a date in the 1970s). Write such dates as timestamps.
+    """
+    a = F.abs(col.cast("double"))  # abs of the smallest long would overflow
+    micros = (F.when(a < 1e11, col * F.lit(1_000_000))
+              .when(a < 1e14, col * F.lit(1_000))
+              .when(a < 1e17, col)
+              .when(a < 9.2e18, F.floor(col / F.lit(1_000))))
+    return F.floor(micros).try_cast("long")
+
+
+def _micros_to_timestamp(micros: Column) -> Column:
+    return F.when(micros.between(MIN_MICROS, MAX_MICROS), F.timestamp_micros(micros))
+
+
+def _parsed_timestamp(df: DataFrame, naive_tz: str) -> Column:
+    """published_at as a UTC timestamp, null when unreadable; any type the input may carry."""
     dtype = df.schema["published_at"].dataType
     col = F.col("published_at")
     if isinstance(dtype, T.TimestampNTZType):
         return F.to_utc_timestamp(col.cast("timestamp"), naive_tz)
     if isinstance(dtype, T.StringType):
+        text = F.trim(col)
+        numeric = text.rlike(r"^-?\d{5,19}(\.\d+)?$")  # "2026" stays a year, not an epoch
         # Strings with an offset parse as instants; bare ones are read in naive_tz.
-        # try_to_timestamp: an unparseable string becomes null (flagged later), not a failed job.
-        has_zone = col.rlike(r"(Z|[+-]\d{2}:?\d{2})$")
-        return F.when(has_zone, F.try_to_timestamp(col)).otherwise(
-            F.to_utc_timestamp(F.try_to_timestamp(col), naive_tz))
+        # try_to_timestamp: an unparseable string becomes null (flagged), not a failed job.
+        has_zone = text.rlike(r"(Z|[+-]\d{2}:?\d{2})$")
+        return (F.when(numeric, _micros_to_timestamp(epoch_micros(text.try_cast("double"))))
+                .when(has_zone, F.try_to_timestamp(text))
+                .otherwise(F.to_utc_timestamp(F.try_to_timestamp(text), naive_tz)))
     if isinstance(dtype, (T.DateType, T.TimestampType)):
         return col.cast("timestamp")
-    if isinstance(dtype, (T.LongType, T.IntegerType)):
-        return F.timestamp_seconds(col)
-    raise InputSchemaError(f"published_at has unsupported type {dtype.simpleString()}")
+    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return _micros_to_timestamp(epoch_micros(col.cast("long")))
+    if isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType)):
+        d = col.cast("double")
+        finite = ~F.isnan(d) & (F.abs(d) < F.lit(float("inf")))
+        return F.when(finite, _micros_to_timestamp(epoch_micros(d)))
+    if isinstance(dtype, T.NullType):
+        return F.lit(None).cast("timestamp")
+    raise InputSchemaError(f"published_at has unsupported type {dtype.simpleString()}; expected a timestamp, "
+                           "date, string or integer epoch")
 
 
-def conform(df: DataFrame, naive_timezone: str) -> DataFrame:
-    """Cast the input to the internal shape: typed id/timestamp, text columns as raw bytes.
+def plausible_range(conf: "InputConfig", now: datetime | None = None) -> tuple[datetime, datetime]:
+    """[min, max] of believable publication instants; max defaults to one day after now."""
+    lo = datetime.fromisoformat(conf.published_at_min).replace(tzinfo=timezone.utc)
+    if conf.published_at_max:
+        hi = datetime.fromisoformat(conf.published_at_max).replace(tzinfo=timezone.utc)
+    else:
+        hi = (now or datetime.now(timezone.utc)) + timedelta(days=1)
+    return lo, hi
 
-    Text travels to Python as binary so that invalid UTF-8 is repaired per row
-    (errors='replace') instead of failing an Arrow batch.
-    """
+
+def _published_at_flag(raw: Column, ts: Column, plausible: tuple[datetime, datetime] | None) -> Column:
+    raw_text = F.substring(raw.cast("string"), 1, 64)
+    flag = (F.when(raw.isNull(), F.lit("no_published_at"))
+            .when(ts.isNull(), F.concat(F.lit(UNPARSEABLE + ":"), raw_text)))
+    if plausible is not None:
+        lo, hi = (F.lit(int(t.timestamp() * 1_000_000)) for t in plausible)
+        us = F.unix_micros(ts)
+        flag = flag.when((us < lo) | (us > hi), F.concat(F.lit(IMPLAUSIBLE + ":"), raw_text))
+    return flag
+
+
+def order_date(col: str = "published_at", flags: str = "flags") -> Column:
+    """The date the canonical rule and stage 4 windows use: published_at unless flagged implausible."""
+    implausible = F.exists(F.coalesce(F.col(flags), F.array()), lambda f: f.startswith(IMPLAUSIBLE))
+    return F.when(~implausible, F.col(col))
+
+
+# ---------------------------------------------------------------- conforming
+
+def _as_text(df: DataFrame, c: str) -> Column:
+    """A text column as raw bytes (invalid UTF-8 is repaired per row in Python, not by Arrow)."""
+    dtype = df.schema[c].dataType
+    if isinstance(dtype, (T.StringType, T.BinaryType)):
+        return F.col(c).cast("binary")
+    if isinstance(dtype, T.NullType):
+        return F.lit(None).cast("binary")
+    if isinstance(dtype, (T.StructType, T.ArrayType, T.MapType)):
+        raise InputSchemaError(f"input column '{c}' has type {dtype.simpleString()}; expected a string")
+    return F.col(c).cast("string").cast("binary")  # numbers, booleans, dates: their text
+
+
+def conform(df: DataFrame, naive_timezone: str,
+            plausible: tuple[datetime, datetime] | None = None) -> DataFrame:
+    """Cast the input to the internal shape: typed id, UTC timestamp and its flag, text columns as raw bytes."""
     check_columns(df)
     df = df.toDF(*[c.lower() for c in df.columns])
+    id_type = df.schema["id"].dataType
+    if isinstance(id_type, (T.StructType, T.ArrayType, T.MapType)):
+        raise InputSchemaError(f"input column 'id' has type {id_type.simpleString()}; expected an integer")
+    ts = _parsed_timestamp(df, naive_timezone)
+    ts = F.when(F.unix_micros(ts).between(MIN_MICROS, MAX_MICROS), ts)  # a zone shift can leave year 1
     out = [
         F.col("id").cast("string").alias("raw_id"),
         F.col("id").try_cast("bigint").alias("id"),  # "12a" -> null -> quarantined, not a crash
-        _as_utc_timestamp(df, naive_timezone).alias("published_at"),
+        ts.alias("published_at"),
         F.col("published_at").cast("string").alias("raw_published_at"),
+        _published_at_flag(F.col("published_at"), ts, plausible).alias("published_at_flag"),
     ]
     for c in TEXT_COLUMNS:
-        if c in df.columns:
-            out.append(F.col(c).cast("binary").alias(c))
-        else:
-            out.append(F.lit(None).cast("binary").alias(c))
+        out.append(_as_text(df, c).alias(c) if c in df.columns else F.lit(None).cast("binary").alias(c))
     return df.select(*out)
 
 
@@ -99,8 +261,9 @@ def split_invalid(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     flagged = df.withColumn("quarantine_reason", reason)
     bad = flagged.where(F.col("quarantine_reason").isNotNull())
     good = flagged.where(F.col("quarantine_reason").isNull())
-    # Repeated ids: keep the earliest copy (then the smallest url, deterministic), quarantine the rest.
-    w = Window.partitionBy("id").orderBy(F.col("published_at").asc_nulls_last(), F.col("url"), F.col("body"))
+    # Repeated ids: keep the earliest believable copy (then the smallest url, deterministic), quarantine the rest.
+    dated = F.when(F.col("published_at_flag").isNull(), F.col("published_at"))
+    w = Window.partitionBy("id").orderBy(dated.asc_nulls_last(), F.col("url"), F.col("body"))
     ranked = good.withColumn("_copy", F.row_number().over(w))
     dup = (ranked.where("_copy > 1").drop("_copy")
            .withColumn("quarantine_reason", F.lit("duplicate id")))

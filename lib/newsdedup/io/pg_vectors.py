@@ -99,30 +99,32 @@ def load_documents(df: DataFrame, dsn: str, load_id: str) -> dict[str, Any]:
     if len(dims) != 1:
         raise ValueError(f"embeddings of one model_version with different dimensions {sorted(dims)}")
     ensure_schema(dsn, int(dims[0]))
-    with pg.connect(dsn) as conn:
-        current = table_version(conn)
-        if current is not None and current != version:
-            raise ModelVersionMismatch(
-                f"Postgres documents hold model_version {current!r}, refusing to add {version!r}: "
-                "the seed query would compare vectors of different models")
-        conn.execute("DELETE FROM documents_staging WHERE load_id = %s", (load_id,))
-    staged_df = df.select(*[c for c in DOCUMENT_COLUMNS if c != "embedding"],
-                          F.concat(F.lit("["), F.array_join(F.col("embedding").cast("array<string>"), ","),
-                                   F.lit("]")).alias("embedding"))
-    staged = pg.stage_dataframe(staged_df, dsn, "documents_staging", DOCUMENT_COLUMNS, load_id)
-    cols = sql.SQL(", ").join(map(sql.Identifier, DOCUMENT_COLUMNS))
-    updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
-                                 for c in DOCUMENT_COLUMNS if c != "id")
-    with pg.connect(dsn) as conn:
-        with conn.transaction():
-            conn.execute("LOCK TABLE documents IN SHARE ROW EXCLUSIVE MODE")
-            current = table_version(conn)  # again, under the lock: a concurrent load may have won
+    with pg.hold_load_lock(dsn, load_id) as guard:   # failed loads' staging goes, running ones' stays
+        pg.clean_stale_staging(guard, "documents_staging", load_id)
+        with pg.connect(dsn) as conn:
+            current = table_version(conn)
             if current is not None and current != version:
-                raise ModelVersionMismatch(f"Postgres documents switched to {current!r} during the load of {version!r}")
-            before = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
-            conn.execute(sql.SQL(MERGE_SQL).format(cols=cols, updates=updates), {"load_id": load_id})
-            after = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+                raise ModelVersionMismatch(
+                    f"Postgres documents hold model_version {current!r}, refusing to add {version!r}: "
+                    "the seed query would compare vectors of different models")
             conn.execute("DELETE FROM documents_staging WHERE load_id = %s", (load_id,))
+        staged_df = df.select(*[c for c in DOCUMENT_COLUMNS if c != "embedding"],
+                              F.concat(F.lit("["), F.array_join(F.col("embedding").cast("array<string>"), ","),
+                                       F.lit("]")).alias("embedding"))
+        staged = pg.stage_dataframe(staged_df, dsn, "documents_staging", DOCUMENT_COLUMNS, load_id)
+        cols = sql.SQL(", ").join(map(sql.Identifier, DOCUMENT_COLUMNS))
+        updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
+                                     for c in DOCUMENT_COLUMNS if c != "id")
+        with pg.connect(dsn) as conn:
+            with conn.transaction():
+                conn.execute("LOCK TABLE documents IN SHARE ROW EXCLUSIVE MODE")
+                current = table_version(conn)  # again, under the lock: a concurrent load may have won
+                if current is not None and current != version:
+                    raise ModelVersionMismatch(f"Postgres documents switched to {current!r} during the load of {version!r}")
+                before = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+                conn.execute(sql.SQL(MERGE_SQL).format(cols=cols, updates=updates), {"load_id": load_id})
+                after = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+                conn.execute("DELETE FROM documents_staging WHERE load_id = %s", (load_id,))
     return {"staged": staged, "inserted": after - before, "updated": staged - (after - before),
             "model_version": version}
 

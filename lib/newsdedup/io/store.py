@@ -26,7 +26,7 @@ LINK_KEY = ("duplicate_id", "canonical_id", "stage")
 
 # What a newsdedup output holds; anything else in an existing output means it is someone else's directory.
 OUTPUT_ENTRIES = frozenset({"documents", "duplicate_links", "quarantine", "runs", "embeddings", "_runs",
-                            "_checkpoints", "reports", "pgdata"})
+                            "_checkpoints", "reports", "pgdata", "pgdata.secret", "_newsdedup.lock"})
 
 
 class NotAnOutputError(UserError):
@@ -44,7 +44,9 @@ def exists(spark: SparkSession, path: str) -> bool:
 
 def check_new_or_ours(spark: SparkSession, output: str) -> None:
     """Refuse to write into an existing directory that holds something other than newsdedup's tables."""
-    entries = [e for e in paths.children(spark, output) if not e.startswith(".")]
+    # The run's own lock file (and its takeover temporaries) is there before this check.
+    entries = [e for e in paths.children(spark, output)
+               if not e.startswith(".") and not e.startswith("_newsdedup.lock.")]
     foreign = [e for e in entries if e not in OUTPUT_ENTRIES]
     if foreign and not (set(entries) & OUTPUT_ENTRIES):
         raise NotAnOutputError(

@@ -217,8 +217,9 @@ class SemanticStage:
     def run(self, ctx, unresolved: DataFrame) -> StageResult:
         spark, report, sem = ctx.spark, ctx.report, ctx.conf.semantic
         version = emb.model_version(sem)
-        candidates = with_text(unresolved.select("id").join(
-            ctx.documents.select("id", "published_at", "lang", "title", "body"), "id"), sem.max_chars)
+        # published_at from unresolved: the cascade's order date (null when implausible: no time window).
+        candidates = with_text(unresolved.select("id", "published_at").join(
+            ctx.documents.select("id", "lang", "title", "body"), "id"), sem.max_chars)
         candidates = clustering.cut_lineage(candidates.drop("title", "body"))
         texts = candidates.where((F.col("text") != "") & F.col("published_at").isNotNull())
 

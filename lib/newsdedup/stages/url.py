@@ -96,7 +96,7 @@ def _normalize_host(authority: str, scheme: str) -> str:
             port = tail[1:]
     elif ":" in authority:
         host, port = authority.rsplit(":", 1)
-    if port and not port.isdigit():
+    if port and (not port.isdigit() or int(port) > 65535):
         raise UrlError(f"invalid port {port!r}")
     host = host.lower().rstrip(".")
     if host.startswith("www."):
@@ -114,9 +114,11 @@ def normalize_url(url: str | None, rules: UrlRules, scheme_insensitive: bool = T
     url = url.strip()
     if not url:
         raise UrlError("url is empty")
+    m = _SCHEME_RE.match(url)
+    if m and m.group(1).lower() not in _DEFAULT_PORTS:   # data:, javascript:, mailto: say so, whatever follows
+        raise UrlError(f"unsupported scheme {m.group(1).lower()!r}")
     if _BAD_CHARS.search(url):
         raise UrlError("url contains whitespace, control characters or quotes")
-    m = _SCHEME_RE.match(url)
     if not m:
         raise UrlError("url has no scheme")
     scheme = m.group(1).lower()
