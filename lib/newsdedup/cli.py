@@ -39,6 +39,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = job.run(spark, args.input, args.output, conf, dsn=dsn, load_pg=not args.no_postgres,
                          resume=args.resume)
     print(report.table())
+    pgdata = None if args.no_postgres else pg.embedded_pgdata(conf, args.output, args.pg)
+    if pgdata is not None:   # what psql or a notebook needs; the password stays in its 0600 file
+        from .io.pg_embedded import secret_path
+
+        print(f"postgres: embedded server {pg.redact(dsn)}; password in {secret_path(pgdata.resolve())}")
     return 0
 
 

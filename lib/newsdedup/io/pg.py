@@ -156,10 +156,10 @@ def embedded_dsn(pgdata: str | Path, listen: str | None = None) -> str:
                                   f"(its log: {Path(pgdata) / 'log'})") from None
 
 
-def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = None) -> str:
-    dsn = dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
-    if dsn:
-        return dsn
+def embedded_pgdata(conf: "Config", output: str | Path | None, dsn: str | None = None) -> Path | None:
+    """The embedded server's data directory when no DSN is given anywhere, else None."""
+    if dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn:
+        return None
     from . import paths
 
     # The embedded server needs a local directory: an output on object storage has none to lend.
@@ -168,6 +168,13 @@ def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = Non
     if pgdata is None:
         raise ValueError("no Postgres DSN given and no local output directory for the embedded server "
                          "(give --pg, NEWSDEDUP_PG_DSN or postgres.embedded_dir)")
+    return Path(pgdata)
+
+
+def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = None) -> str:
+    pgdata = embedded_pgdata(conf, output, dsn)
+    if pgdata is None:
+        return dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
     return embedded_dsn(pgdata, conf.postgres.listen)
 
 
