@@ -1,7 +1,7 @@
 """Stage 2: exact duplicates by normalised text, and the text handling every later stage uses.
 
 Pure part: HTML extraction, boilerplate removal, normalisation, language
-detection, the content key (called per row from `prepare`). Spark part:
+detection, the content key (`ContentKeys.batch`, called per batch from `prepare`). Spark part:
 `ContentStage`, an exact join on content_hash.
 """
 
@@ -132,11 +132,14 @@ def detect_language(text: str, hint: str | None = None) -> str:
 
 
 class ContentKeys:
-    """Per-row stage-2 columns; also the normalised text and language the later stages fingerprint."""
+    """Stage-2 columns for a batch; also the normalised text and language the later stages fingerprint."""
+
+    FIELDS = (("content_hash", "string"), ("text_chars", "int"), ("lang", "string"), ("lang_detected", "boolean"))
 
     def __init__(self, content_conf: "ContentConfig", max_chars: int):
         self.boilerplate = tuple(content_conf.boilerplate_lines)
         self.max_chars = int(max_chars)
+        self._hints: dict[str, str] = {}
 
     def columns(self, title: str | None, body: str | None, html: str | None, lang_hint: str | None,
                 flags: list[str]) -> dict[str, Any]:
@@ -159,6 +162,19 @@ class ContentKeys:
             "lang_detected": not bool(lang_hint and lang_hint.strip()),
             "key": key, "has_body": has_body,
         }
+
+    def batch(self, titles: Sequence[str | None], bodies: Sequence[str | None], htmls: Sequence[str | None],
+              hints: Sequence[str | None], flags: Sequence[list[str]]) -> dict[str, list]:
+        """`columns` for every document of a batch, as lists; body_from_html is set only where the
+        body was extracted from html (Spark keeps the stored body otherwise)."""
+        out: dict[str, list] = {name: [] for name, _ in self.FIELDS}
+        out.update(body_from_html=[], key=[], has_body=[])
+        for title, body, html, hint, fl in zip(titles, bodies, htmls, hints, flags):
+            cols = self.columns(title, body, html, hint, fl)
+            out["body_from_html"].append(cols["body"] if "from_html" in fl else None)
+            for name in ("content_hash", "text_chars", "lang", "lang_detected", "key", "has_body"):
+                out[name].append(cols[name])
+        return out
 
 
 class ContentStage(ExactKeyStage):

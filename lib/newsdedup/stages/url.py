@@ -1,7 +1,7 @@
 """Stage 1: exact duplicates by normalised URL.
 
-Pure part: `normalize_url` and the per-source rules; `url_keys` is the per-row
-function `prepare` calls. Spark part: `UrlStage`, an exact join on url_hash.
+Pure part: `normalize_url` and the per-source rules; `UrlKeys.batch` is the
+per-batch function `prepare` calls. Spark part: `UrlStage`, an exact join on url_hash.
 
 The canonical form is built from the original string by slicing, never by
 decoding and re-encoding: percent-escapes, '+' and parameter order survive
@@ -15,12 +15,14 @@ import fnmatch
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import unquote
 
 from . import ExactKeyStage
 
 if TYPE_CHECKING:
+    from pyspark.sql import Column
+
     from ..config import UrlConfig
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
@@ -162,7 +164,13 @@ def host_of(url: str | None) -> str | None:
 
 
 class UrlKeys:
-    """Per-row stage-1 columns (canonical_url, url_hash, url_error); rules cached per (source, host)."""
+    """Stage-1 columns for a batch; rules cached per (source, host).
+
+    Python returns the hash *key*; Spark hashes it (`spark_columns`, sha2), so
+    url_hash is sha256 of the key's UTF-8 bytes, as `NormalizedUrl.sha256`.
+    """
+
+    FIELDS = (("url_key", "string"), ("canonical_url", "string"), ("url_error", "string"))
 
     def __init__(self, url_conf: "UrlConfig"):
         self.conf = url_conf
@@ -174,12 +182,35 @@ class UrlKeys:
             self._rules[key] = rules_for(self.conf, source, host)
         return self._rules[key]
 
+    def normalized(self, url: str | None, source: str | None) -> NormalizedUrl:
+        return normalize_url(url, self.rules(source, host_of(url)), self.conf.scheme_insensitive)
+
     def columns(self, url: str | None, source: str | None) -> dict[str, Any]:
         try:
-            nu = normalize_url(url, self.rules(source, host_of(url)), self.conf.scheme_insensitive)
+            nu = self.normalized(url, source)
             return {"canonical_url": nu.canonical, "url_hash": nu.sha256, "url_error": None}
         except UrlError as exc:
             return {"canonical_url": None, "url_hash": None, "url_error": str(exc)}
+
+    def batch(self, urls: Sequence[str | None], sources: Sequence[str | None]) -> dict[str, list]:
+        out: dict[str, list] = {name: [] for name, _ in self.FIELDS}
+        for url, source in zip(urls, sources):
+            try:
+                nu = self.normalized(url, source)
+                key, canonical, error = nu.key, nu.canonical, None
+            except UrlError as exc:
+                key = canonical = None
+                error = str(exc)
+            out["url_key"].append(key)
+            out["canonical_url"].append(canonical)
+            out["url_error"].append(error)
+        return out
+
+    @staticmethod
+    def spark_columns(url_key: "Column") -> dict[str, "Column"]:
+        from pyspark.sql import functions as F
+
+        return {"url_hash": F.sha2(url_key, 256)}
 
 
 class UrlStage(ExactKeyStage):
