@@ -102,8 +102,11 @@ class UrlConfig:
 @dataclass(frozen=True)
 class ContentConfig:
     boilerplate_lines: list[str] = field(default_factory=list)
+    boilerplate_max_chars: int = 200
 
     def validate(self, key: str) -> None:
+        _check(self.boilerplate_max_chars > 0, f"{key}.boilerplate_max_chars", self.boilerplate_max_chars,
+               "a positive integer")
         for i, pattern in enumerate(self.boilerplate_lines):
             try:
                 re.compile(pattern)
