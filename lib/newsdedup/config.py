@@ -84,6 +84,12 @@ class InputConfig:
 class SourceRules:
     strip: list[str] = field(default_factory=list)
     allow: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)   # the source's hosts; subdomains match too
+
+    def validate(self, key: str) -> None:
+        for i, host in enumerate(self.hosts):
+            _check(bool(re.fullmatch(r"[0-9a-z_\-]+(\.[0-9a-z_\-]+)+", host)), f"{key}.hosts[{i}]", host,
+                   "a lower-case host name such as 'thedailystar.net' (no scheme, path or port)")
 
 
 @dataclass(frozen=True)
