@@ -21,7 +21,6 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.functions import ArrowUDFType
 from pyspark.sql import types as T
 
 from .io.input import TEXT_COLUMNS
@@ -192,7 +191,7 @@ def fingerprint(df: DataFrame, conf: "Config") -> DataFrame:
         return prepare_batch(state["keys"], arrays, names)
 
     ddl = ", ".join(f"{name} {kind}" for name, kind in fields)
-    udf = F.arrow_udf(keys_udf, returnType=ddl, functionType=ArrowUDFType.SCALAR)
+    udf = F.arrow_udf(keys_udf, returnType=ddl)
     k = F.col("_k")
     keyed = df.withColumn("_k", udf(*inputs.values()))
     simhash = SimhashKeys(conf.simhash)

@@ -177,6 +177,10 @@ class SimhashKeys:
 
 # ---------------------------------------------------------------- Spark step
 
+# Candidate edges up to this many are clustered on the driver (clustering.local_labels):
+# 2M pairs of longs are 32 MB, and near-duplicate edges number about one per duplicate.
+LOCAL_MAX_EDGES = 2_000_000
+
 def band_columns(sim_conf: "SimhashConfig") -> list[str]:
     return [f"band_{i}" for i in range(sim_conf.bands)]
 
@@ -230,7 +234,7 @@ class SimhashStage:
         edges, oversize = simhash_candidates(unresolved, sim_conf)
         edges = cut_lineage(edges.select("a", "b", (1.0 - F.col("distance") / 64.0).alias("score")))
         vertices = unresolved.select("id", order_key().alias("key"))
-        links = links_from_edges(edges, vertices, self.name, sim_conf.max_iterations)
+        links = links_from_edges(edges, vertices, self.name, sim_conf.max_iterations, LOCAL_MAX_EDGES)
         notes = []
         n_oversize = oversize.count()
         if n_oversize:
