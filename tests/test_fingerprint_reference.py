@@ -15,11 +15,11 @@ from newsdedup.stages.content import ContentKeys
 CORPUS = {"EN": EN, "BN": BN}
 
 
-def kernel(texts, kinds, ngrams):
+def kernel(texts, kinds, ngrams, cache=None):
     is_word, is_text = kern.char_classes()
     cps, offsets = kern.code_points([t.casefold() for t in texts])
     return kern.fingerprint_batch(cps, offsets, np.array(kinds, np.int8), np.array(ngrams, np.int64),
-                                  is_word, is_text)
+                                  is_word, is_text, *(cache or kern.word_cache()).arrays())
 
 
 def test_compiled_kernel_matches_the_reference_vector():
@@ -74,3 +74,12 @@ def test_kernel_agrees_with_numpy_on_random_texts():
 def test_skipped_and_empty_texts_have_no_features():
     fps, distinct, _ = kernel(["some words here", "", "!!! ..."], [-1, kern.KIND_WORD, kern.KIND_WORD], [3, 3, 3])
     assert list(distinct) == [0, 0, 0]
+
+
+def test_a_tiny_word_cache_that_fills_and_restarts_changes_nothing():
+    texts = [CORPUS[c][i] for c, i, kind, *_ in KERNEL if kind == "word"] * 3
+    expected = kernel(texts, [kern.KIND_WORD] * len(texts), [3] * len(texts), kern.WordCache(1 << 16, 1 << 16))
+    tiny = kern.WordCache(slots=8, arena=40)     # at most 4 words, restarts all the time
+    got = kernel(texts, [kern.KIND_WORD] * len(texts), [3] * len(texts), tiny)
+    assert all((a == b).all() for a, b in zip(got, expected))
+    assert tiny.state[1] <= 4

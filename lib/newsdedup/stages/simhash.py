@@ -152,7 +152,8 @@ class SimhashKeys:
                 ngrams[i], minimum[i] = spec.ngram, spec.min_features
         folded = [k.casefold() if kinds[i] >= 0 else "" for i, k in enumerate(keys)]
         is_word, is_text = kern.char_classes()
-        fps, distinct, _ = kern.fingerprint_batch(*kern.code_points(folded), kinds, ngrams, is_word, is_text)
+        fps, distinct, _ = kern.fingerprint_batch(*kern.code_points(folded), kinds, ngrams, is_word, is_text,
+                                                  *kern.word_cache().arrays())
         return {"simhash": fps.view(np.int64), "simhash_valid": (kinds >= 0) & (distinct >= minimum) & (distinct > 0),
                 "n_features": distinct.astype(np.int32)}
 

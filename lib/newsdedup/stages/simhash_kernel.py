@@ -145,6 +145,87 @@ def blake2b64(data, n):
 
 
 @njit(inline="always")
+def _word_hash(cps, start, end):
+    """FNV-1a over the code points, mixed: the word's slot in the cache (never its value)."""
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(start, end):
+        h = (h ^ np.uint64(cps[i])) * np.uint64(0x100000001B3)
+    return _mix(h) | np.uint64(1)           # 0 marks an empty slot
+
+
+@njit(cache=True)
+def _cached(cps, start, end, cache, arena, state):
+    """(value, True) when the word cps[start:end] is in the cache, else (0, False).
+
+    A hit compares the stored code points, not only the hash: the cache can never
+    change a fingerprint.
+    """
+    h = _word_hash(cps, start, end)
+    mask = np.uint64(cache.shape[0] - 1)
+    slot = h & mask
+    length = end - start
+    while cache[slot, 0] != 0:
+        if cache[slot, 0] == h and cache[slot, 3] == length:
+            at = np.int64(cache[slot, 2])
+            same = True
+            for k in range(length):
+                if arena[at + k] != cps[start + k]:
+                    same = False
+                    break
+            if same:
+                return cache[slot, 1], True
+        slot = (slot + np.uint64(1)) & mask
+    return np.uint64(0), False
+
+
+@njit(cache=True)
+def _remember(cps, start, end, value, cache, arena, state):
+    """Store a word's value; when the table is half full or the arena full, start over empty."""
+    length = end - start
+    if length > 64:
+        return                               # long tokens are rare; not worth the arena
+    if 2 * (state[1] + 1) > cache.shape[0] or state[0] + length > arena.shape[0]:
+        cache[:, 0] = 0
+        state[0] = 0
+        state[1] = 0
+    h = _word_hash(cps, start, end)
+    mask = np.uint64(cache.shape[0] - 1)
+    slot = h & mask
+    while cache[slot, 0] != 0:
+        slot = (slot + np.uint64(1)) & mask
+    at = state[0]
+    for k in range(length):
+        arena[at + k] = cps[start + k]
+    cache[slot, 0] = h
+    cache[slot, 1] = value
+    cache[slot, 2] = np.uint64(at)
+    cache[slot, 3] = np.uint64(length)
+    state[0] = at + length
+    state[1] += 1
+
+
+class WordCache:
+    """Word values (BLAKE2b) kept from batch to batch in one Python worker: a word is hashed once.
+
+    Open addressing over `slots` rows of (hash, value, arena offset, length); the
+    code points themselves live in `arena`. About 40 MB with the defaults.
+    """
+
+    def __init__(self, slots: int = 1 << 20, arena: int = 1 << 22):
+        self.table = np.zeros((slots, 4), dtype=np.uint64)
+        self.arena = np.zeros(arena, dtype=np.uint32)
+        self.state = np.zeros(2, dtype=np.int64)      # arena used, entries
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.table, self.arena, self.state
+
+
+@lru_cache(maxsize=1)
+def word_cache() -> WordCache:
+    return WordCache()
+
+
+@njit(inline="always")
 def _mix(x):
     x = x ^ (x >> np.uint64(30))
     x = x * np.uint64(0xBF58476D1CE4E5B9)
@@ -181,7 +262,7 @@ def _utf8(cps, start, end, out):
 
 
 @njit(cache=True)
-def _values(cps, start, end, kind, is_word, is_text, values, buf):
+def _values(cps, start, end, kind, is_word, is_text, values, buf, cache, arena, state):
     """The feature members of one text: word values or code points (with single-space boundaries)."""
     n = 0
     if kind == KIND_WORD:
@@ -191,10 +272,13 @@ def _values(cps, start, end, kind, is_word, is_text, values, buf):
                 j = i + 1
                 while j < end and is_word[cps[j]]:
                     j += 1
-                if buf.shape[0] < 4 * (j - i):
-                    buf = np.empty(8 * (j - i), dtype=np.uint8)
-                k = _utf8(cps, i, j, buf)
-                values[n] = blake2b64(buf, k)
+                value, found = _cached(cps, i, j, cache, arena, state)
+                if not found:
+                    if buf.shape[0] < 4 * (j - i):
+                        buf = np.empty(8 * (j - i), dtype=np.uint8)
+                    value = blake2b64(buf, _utf8(cps, i, j, buf))
+                    _remember(cps, i, j, value, cache, arena, state)
+                values[n] = value
                 n += 1
                 i = j
             else:
@@ -268,9 +352,10 @@ def _count_distinct(hashes, m, table):
 
 
 @njit(cache=True)
-def fingerprint_batch(cps, offsets, kinds, ngrams, is_word, is_text):
+def fingerprint_batch(cps, offsets, kinds, ngrams, is_word, is_text, cache, arena, state):
     """Per text i (cps[offsets[i]:offsets[i+1]], already case-folded): unsigned SimHash, distinct
-    features and feature occurrences. kinds[i] < 0 skips the text (0 features)."""
+    features and feature occurrences. kinds[i] < 0 skips the text (0 features).
+    cache, arena, state: a WordCache's arrays (word values survive from batch to batch)."""
     n_docs = offsets.shape[0] - 1
     fps = np.zeros(n_docs, dtype=np.uint64)
     distinct = np.zeros(n_docs, dtype=np.int64)
@@ -290,7 +375,8 @@ def fingerprint_batch(cps, offsets, kinds, ngrams, is_word, is_text):
     for d in range(n_docs):
         if kinds[d] < 0:
             continue
-        nv, buf = _values(cps, offsets[d], offsets[d + 1], kinds[d], is_word, is_text, values, buf)
+        nv, buf = _values(cps, offsets[d], offsets[d + 1], kinds[d], is_word, is_text, values, buf,
+                          cache, arena, state)
         if nv == 0:
             continue
         g = ngrams[d]
