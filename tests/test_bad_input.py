@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from newsdedup import job, prepare
 from newsdedup.io import input as input_io
@@ -173,3 +174,16 @@ def test_missing_columns_name_the_column(spark, drop, named):
 def test_percent_escape_keeps_valid_utf8_and_escapes_the_rest():
     assert prepare.percent_escape_invalid_utf8("https://bn.ex/খবর".encode()) == "https://bn.ex/খবর"
     assert prepare.percent_escape_invalid_utf8(b"https://ex/a\xc3") == "https://ex/a%C3"
+
+
+@pytest.mark.parametrize("raw", [b"ok \xe0\xa6\x95", b"\xed\xa0\x80", b"\xc0\x80", b"\xe0\x80\xaf", b"\xf4\x90\x80\x80",
+                                 b"\xef\xbf\xbe", b"\xf0\x9f\x98\x80", b"a\x80", b"\xe0\xa6", b"\xf8\x88\x80\x80\x80"])
+def test_spark_utf8_check_agrees_with_python(spark, raw):
+    # prepare lets Spark decide which bytes are valid UTF-8; Python must never be handed a string it rejects.
+    try:
+        raw.decode("utf-8")
+        python_ok = True
+    except UnicodeDecodeError:
+        python_ok = False
+    df = spark.createDataFrame([(bytearray(raw),)], "b binary")
+    assert df.select(F.is_valid_utf8(F.col("b").cast("string"))).first()[0] == python_ok

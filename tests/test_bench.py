@@ -40,3 +40,30 @@ def test_markdown_reports_ratios_and_the_command():
     ap = baselines.extrapolate_quadratic(0.5, 100, 1000)
     assert f"| {ap:,.1f} | {ap / 2.0:,.1f} |" in text                          # (a) vs stage 3
     assert "| 16.0 | 2.00 |" in text                                            # (b) vs cascade
+
+
+def test_markdown_reports_the_end_to_end_ratio_and_the_text_cost():
+    mem = {"driver_mb": 100.0, "jvm_mb": 900.0, "workers_mb": 200.0, "total_mb": 1200.0, "jvm_heap_mb": 500.0}
+    r = bench.SizeResult(n=1000, seconds={"prepare": 4.0}, counts={}, memory=mem, e2e_seconds=30.0,
+                         plain_seconds=20.0, plain_memory=dict(mem, workers_mb=100.0),
+                         text_cost=baselines.TextCost(3 * 1024 * 1024, 1024 * 1024, 4.0, 1.5))
+    text = bench.markdown(bench.Bench([r], 0, float("nan"), None, command="x", machine="test"))
+    assert "| 1,000 | 20.0 | 30.0 | 1.50 | 33 | 1,000 | 1,100 |" in text     # ratio, executor MB
+    assert "| 1,000 | 3.0 | 1.0 | 4.0 | 1.5 | 2.5 |" in text                # text bytes and seconds
+
+
+def test_plain_job_writes_hashes_and_the_earliest_canonical(spark, tmp_path):
+    from datetime import datetime
+
+    rows = [(1, "https://e.com/a", "T", "body", datetime(2024, 1, 2), "s", "en"),
+            (2, "https://e.com/a", "T", "body", datetime(2024, 1, 1), "s", "en"),
+            (3, "https://e.com/b", "T", "body", datetime(2024, 1, 3), "s", "en"),
+            (4, "https://e.com/c", "U", "other", None, "s", "en")]
+    src = str(tmp_path / "in.parquet")
+    spark.createDataFrame(rows, "id long, url string, title string, body string, published_at timestamp, "
+                                "source string, lang string").write.parquet(src)
+    n, secs = baselines.plain_sha256_job(spark, src, str(tmp_path / "plain"))
+    got = {r.id: (r.url_canonical, r.text_canonical)
+           for r in spark.read.format("delta").load(str(tmp_path / "plain")).collect()}
+    assert n == 4 and secs > 0
+    assert got == {1: (2, 2), 2: (2, 2), 3: (3, 2), 4: (4, 4)}

@@ -170,3 +170,17 @@ def test_html_pages_with_different_chrome_are_content_duplicates(spark, conf):
     assert links_of(result.links) == {(2, 1, "content")}
     flags = {r.id: r.flags for r in result.documents.collect()}
     assert "from_html" in flags[1]
+
+
+def test_local_labels_equal_the_distributed_labels(spark):
+    import random
+
+    rng = random.Random(3)
+    pairs = [(rng.randrange(60), rng.randrange(60)) for _ in range(70)]
+    edges = spark.createDataFrame([(a, b) for a, b in pairs if a != b], "a long, b long")
+    vertices = spark.createDataFrame([(i, (rng.choice([None, rng.randrange(5)]), i)) for i in range(60)],
+                                     "id long, key struct<ts:int,id:long>")
+    vertices = vertices.select("id", F.struct(F.coalesce("key.ts", F.lit(99)).alias("ts"), "key.id").alias("key"))
+    distributed = {r.id: tuple(r.label) for r in clustering.connected_labels(edges, vertices, 30).collect()}
+    local = {r.id: tuple(r.label) for r in clustering.local_labels(edges, vertices).collect()}
+    assert local == distributed and len(local) > 10

@@ -60,3 +60,64 @@ def test_html_extraction_drops_navigation_and_scripts():
     assert "storm reached the coast" in text
     assert "var x" not in text and "Home | World" not in text
     assert html_to_text("") == ""
+
+
+# ---------------------------------------------------------------- issue 12: order of operations, more marks
+
+def test_vowel_sign_split_by_zwnj_composes_like_the_whole_sign():
+    # ZWNJ is removed before NFKC, so ে + া compose into ো.
+    assert normalize_text("ক\u09c7\u200c\u09be") == normalize_text("কো") == "কো"
+    assert normalize_text("ক\u09c7\u200d\u09d7") == "কৌ"
+
+
+def test_quotes_that_nfkc_decomposes_are_mapped_first():
+    assert normalize_text("it\u00b4s") == "it's"                      # ´ would become ' \u0301'
+    assert normalize_text("\u2033quoted\u2033") == '"quoted"'          # ″ would become two primes
+    assert normalize_text("\u2036quoted\u2033") == '"quoted"'          # ‶ likewise
+    assert normalize_text("\u2039a\u203a \u275cb\u275b \u275dc\u275e") == "'a' 'b' \"c\""
+    assert normalize_text("\u2034") == "'''"                            # NFKC's own output is mapped too
+
+
+def test_bidi_marks_and_controls_are_invisible():
+    plain = "ঢাকা 2024 Dhaka"
+    marked = "\u200fঢাকা\u200e \u202a2024\u202c \u2067Dhaka\u2069\u061c"
+    assert normalize_text(marked) == plain
+
+
+REAL_PARAGRAPHS = [
+    "Related research shows that river erosion has displaced 20,000 families in the last decade.",
+    "Subscribers to the new mobile banking service grew by 30 percent, the central bank said.",
+    "Advertisements for the new housing project appeared in every newspaper on Friday.",
+    "Copyright lawyers argued that the ruling would change how newspapers license photographs.",
+    "Sponsored by the ministry, the programme trains 5,000 young people every year.",
+]
+CHROME = ["Related", "Related: Flood toll rises to 12", "Read more: https://x.y/z", "Read more https://x.y/z",
+          "Advertisement", "Share this article", "Follow us on Facebook", "Subscribe to our newsletter",
+          "© 2024 The Daily Star. All rights reserved.", "Copyright 2024 bdnews24.com", "আরও পড়ুন: অন্য খবর"]
+
+
+def test_default_boilerplate_keeps_real_paragraphs_and_drops_chrome():
+    from newsdedup.config import load_config
+
+    c = load_config().content
+    body = "\n".join(REAL_PARAGRAPHS + CHROME)
+    assert strip_boilerplate(body, c.boilerplate_lines, c.boilerplate_max_chars) == "\n".join(REAL_PARAGRAPHS)
+
+
+def test_a_long_line_is_never_boilerplate():
+    line = "Read more: " + "the minister said the plan would be revised " * 6
+    assert strip_boilerplate(line, BOILER, 200) == line
+    assert strip_boilerplate(line, BOILER, 1000) == ""
+
+
+def test_body_text_equals_line_by_line_normalisation():
+    body = "  Para\u00a0one.\r\nRead more: x\n\n\u201cQuoted\u201d \u2014 end\u2028ক\u09c7\u200c\u09be\x85tail"
+    lines = [normalize_text(line) for line in strip_boilerplate(body, BOILER).splitlines()]
+    assert content_key("T", body, BOILER) == "T\n" + " ".join(x for x in lines if x)
+
+
+def test_bangla_words_keep_their_vowel_signs():
+    from newsdedup.stages.simhash_kernel import patterns
+
+    token, _ = patterns()
+    assert token.findall("বাংলাদেশের নির্বাচন কমিশন") == ["বাংলাদেশের", "নির্বাচন", "কমিশন"]

@@ -213,7 +213,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     result = bench.run_bench(spark, conf, bench.parse_sizes(args.sizes), seed=args.seed, root=args.work,
                              allpairs_n=args.allpairs_sample, embed_sample=args.embed_sample,
-                             minhash_limit_s=args.minhash_limit, command=command, on_progress=save)
+                             minhash_limit_s=args.minhash_limit, command=command, on_progress=save,
+                             text_cost=not args.no_text_cost)
     print(bench.markdown(result))
     return 0
 
@@ -305,9 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", default="docs/benchmarks.md", help="Markdown report")
     p.add_argument("--work", default="out/bench", help="directory for the generated corpora")
-    p.add_argument("--allpairs-sample", type=int, default=4000, help="documents in the all-pairs SimHash sample")
+    p.add_argument("--allpairs-sample", type=int, default=4000, help="documents in the all-pairs SimHash sample; 0 skips")
     p.add_argument("--embed-sample", type=int, default=256, help="documents embedded to time baseline (c); 0 skips")
     p.add_argument("--minhash-limit", type=float, default=900, help="seconds before MinHashLSH is cancelled; 0 skips")
+    p.add_argument("--no-text-cost", action="store_true", help="skip measuring title/body in the documents table")
     p.set_defaults(func=cmd_bench)
 
     return parser

@@ -68,13 +68,58 @@ def connected_labels(edges: DataFrame, vertices: DataFrame, max_iterations: int)
     raise RuntimeError(f"clustering did not converge in {max_iterations} rounds; raise max_iterations")
 
 
-def links_from_edges(edges: DataFrame, vertices: DataFrame, stage: str, max_iterations: int) -> DataFrame:
+def local_labels(edges: DataFrame, vertices: DataFrame) -> DataFrame:
+    """connected_labels computed on the driver: for an edge set that fits in memory.
+
+    The distributed version runs several Spark jobs per round (join, aggregate,
+    checkpoint, compare); near-duplicate edges are few (about one per duplicate),
+    so collecting them and labelling with vectorised min-label propagation plus
+    pointer jumping costs one collect. Same result: per component, the smallest key.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    spark = edges.sparkSession
+    pairs = edges.select("a", "b").toArrow()
+    a, b = pairs.column("a").to_numpy(), pairs.column("b").to_numpy()
+    ids = np.unique(np.concatenate([a, b]))
+    touched = spark.createDataFrame(pa.table({"id": ids}))
+    key_type = vertices.schema["key"].dataType
+    fields = [f.name for f in key_type.fields]
+    keys = (vertices.join(F.broadcast(touched) if len(ids) < 1_000_000 else touched, "id")
+            .select("id", *[F.col(f"key.{f}").alias(f"k_{f}") for f in fields]).toArrow())
+    order = keys.sort_by([(f"k_{f}", "ascending") for f in fields])       # rank 0 = smallest key
+    ranked_ids = order.column("id").to_numpy()
+    rank_of = np.empty(len(ids), dtype=np.int64)
+    rank_of[np.searchsorted(ids, ranked_ids)] = np.arange(len(ranked_ids))
+    ia, ib = rank_of[np.searchsorted(ids, a)], rank_of[np.searchsorted(ids, b)]
+    label = np.arange(len(ids), dtype=np.int64)      # indexed by rank
+    while True:
+        low = np.minimum(label[ia], label[ib])
+        new = label.copy()
+        np.minimum.at(new, ia, low)
+        np.minimum.at(new, ib, low)
+        new = new[new]                                # pointer jumping
+        if np.array_equal(new, label):
+            break
+        label = new
+    out = pa.table({"id": ranked_ids, **{f"k_{f}": order.column(f"k_{f}").take(pa.array(label)) for f in fields}})
+    return (spark.createDataFrame(out)
+            .select("id", F.struct(*[F.col(f"k_{f}").alias(f) for f in fields]).alias("label")))
+
+
+def links_from_edges(edges: DataFrame, vertices: DataFrame, stage: str, max_iterations: int,
+                     local_max_edges: int = 0) -> DataFrame:
     """Cluster scored edges (a, b, score); every member links to its cluster's canonical.
 
     vertices: id, key (order_key struct). A member's link carries the best score
-    of the edges that put it into the cluster.
+    of the edges that put it into the cluster. Up to local_max_edges edges are
+    clustered on the driver (`local_labels`), more with Spark (`connected_labels`).
     """
-    labels = connected_labels(edges, vertices, max_iterations)
+    if local_max_edges > 0 and edges.count() <= local_max_edges:
+        labels = local_labels(edges, vertices)
+    else:
+        labels = connected_labels(edges, vertices, max_iterations)
     best = (edges.select(F.col("a").alias("id"), "score")
             .unionByName(edges.select(F.col("b").alias("id"), "score"))
             .groupBy("id").agg(F.max("score").alias("score")))

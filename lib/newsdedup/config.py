@@ -108,6 +108,12 @@ class InputConfig:
 class SourceRules:
     strip: list[str] = field(default_factory=list)
     allow: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)   # the source's hosts; subdomains match too
+
+    def validate(self, key: str) -> None:
+        for i, host in enumerate(self.hosts):
+            _check(bool(re.fullmatch(r"[0-9a-z_\-]+(\.[0-9a-z_\-]+)+", host)), f"{key}.hosts[{i}]", host,
+                   "a lower-case host name such as 'thedailystar.net' (no scheme, path or port)")
 
 
 @dataclass(frozen=True)
@@ -126,8 +132,11 @@ class UrlConfig:
 @dataclass(frozen=True)
 class ContentConfig:
     boilerplate_lines: list[str] = field(default_factory=list)
+    boilerplate_max_chars: int = 200
 
     def validate(self, key: str) -> None:
+        _check(self.boilerplate_max_chars > 0, f"{key}.boilerplate_max_chars", self.boilerplate_max_chars,
+               "a positive integer")
         for i, pattern in enumerate(self.boilerplate_lines):
             try:
                 re.compile(pattern)

@@ -1,15 +1,25 @@
-"""The single Python pass over the conformed snapshot: every stage's per-row keys.
+"""Every stage's per-document keys, computed over Arrow batches.
+
+Spark does what it does natively: it checks the raw bytes for valid UTF-8 and
+decodes them, hashes the URL key (sha2) and cuts the SimHash bands. One Arrow
+UDF per batch (`prepare_batch`) calls each stage's batch function in order:
+`UrlKeys.batch`, `ContentKeys.batch`, `SimhashKeys.batch` (a compiled kernel).
+The stored title and body never travel to Python and back: the UDF returns only
+keys, plus a repaired text where the input was not valid UTF-8 (or the body
+was extracted from html), and Spark keeps the original columns otherwise.
 
 A row whose keys cannot be computed is kept with prepare_error set (it is
-quarantined by the cascade); no single bad row fails the job.
+quarantined by the cascade); no single bad row fails the job: a batch that
+raises is recomputed row by row.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Sequence
 
-import pandas as pd
-from pyspark.sql import DataFrame
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -44,11 +54,10 @@ PREPARED_SCHEMA = T.StructType([
     T.StructField("flags", T.ArrayType(T.StringType()), True),
     T.StructField("prepare_error", T.StringType(), True),
 ])
-# What the Python pass returns: published_at travels as microseconds (a long),
-# never as a pandas datetime64[ns], which cannot hold years before 1677 or after 2262.
-PYTHON_SCHEMA = T.StructType([T.StructField("published_at_us", T.LongType(), True) if f.name == "published_at"
-                              else f for f in PREPARED_SCHEMA.fields])
-NO_TIMESTAMP = -(2**63)  # stands for null: a nullable long column would reach pandas as float64 and lose digits
+
+# Text columns the UDF may return repaired (invalid UTF-8, or a body extracted from html).
+REPAIRED = ("url", "title", "body", "source")
+_ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_()}
 
 
 def percent_escape_invalid_utf8(raw: bytes) -> str:
@@ -65,83 +74,130 @@ def _replace_invalid(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def _decode(value: Any, flags: list[str], name: str, repair=_replace_invalid) -> str | None:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return None
-    raw = bytes(value)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        flags.append(f"invalid_utf8:{name}")
-        return repair(raw)
-
-
-def _micros(r: Mapping[str, Any]) -> int | None:
-    us = r["published_at_us"]
-    return None if us is None or us == NO_TIMESTAMP else int(us)
-
-
-class Preparer:
-    """One row in, the keys of every stage out; one instance per Python worker.
-
-    The stages own their keys: url_keys, content_keys and simhash_keys are each
-    stage's pure per-row function. This class only decodes the raw bytes, calls
-    them in order and turns a failure into a quarantined row.
-    """
+class Keys:
+    """The stages' batch functions, built once per Python worker task."""
 
     def __init__(self, conf: "Config"):
         self.url = UrlKeys(conf.url)
         self.content = ContentKeys(conf.content, conf.input.max_text_chars)
         self.simhash = SimhashKeys(conf.simhash)
 
-    def row(self, r: Mapping[str, Any]) -> dict[str, Any]:
-        flags: list[str] = []
-        url = _decode(r["url"], flags, "url", percent_escape_invalid_utf8)
-        title = _decode(r["title"], flags, "title")
-        body = _decode(r["body"], flags, "body")
-        html = _decode(r["html"], flags, "html")
-        source = _decode(r["source"], flags, "source")
-        lang_hint = _decode(r["lang"], flags, "lang")
-        out: dict[str, Any] = {"id": int(r["id"]), "published_at_us": _micros(r), "source": source,
-                               "url": url, "title": title, "flags": flags, "prepare_error": None}
-        ts_flag = r.get("published_at_flag")
-        if isinstance(ts_flag, str):
-            # Unreadable or implausible dates keep the document (ordered last); the raw value lives on in the flag.
-            flags.append(ts_flag)
+    def fields(self) -> list[tuple[str, str]]:
+        return [*[(f"{c}_fixed", "string") for c in REPAIRED], *UrlKeys.FIELDS, *ContentKeys.FIELDS,
+                *SimhashKeys.FIELDS, ("flags", "array<string>"), ("prepare_error", "string")]
 
-        out.update(self.url.columns(url, source))
-        content = self.content.columns(title, body, html, lang_hint, flags)
-        key, has_body = content.pop("key"), content.pop("has_body")
+    def batch(self, cols: dict[str, list], n: int) -> dict[str, Any]:
+        """cols: the UDF's inputs as Python lists (text as str, invalid text as raw bytes in <name>_raw)."""
+        flags: list[list[str]] = [[] for _ in range(n)]
+        text: dict[str, list] = {}
+        out: dict[str, Any] = {}
+        for c in TEXT_COLUMNS:     # flags keep this order: url, title, body, html, source, lang
+            repair = percent_escape_invalid_utf8 if c == "url" else _replace_invalid
+            values, fixed = list(cols[c]), [None] * n
+            for i, raw in enumerate(cols[f"{c}_raw"]):
+                if raw is not None:
+                    values[i] = fixed[i] = repair(raw)
+                    flags[i].append(f"invalid_utf8:{c}")
+            text[c] = values
+            if c in REPAIRED:
+                out[f"{c}_fixed"] = fixed
+        for i, ts_flag in enumerate(cols["published_at_flag"]):
+            if ts_flag is not None:
+                # Unreadable or implausible dates keep the document (ordered last); the raw value lives on in the flag.
+                flags[i].append(ts_flag)
+
+        out.update(self.url.batch(text["url"], text["source"]))
+        content = self.content.batch(text["title"], text["body"], text["html"], text["lang"], flags)
+        out["body_fixed"] = [h if h is not None else f for h, f in zip(content.pop("body_from_html"),
+                                                                      out["body_fixed"])]
+        keys, has_body = content.pop("key"), content.pop("has_body")
         out.update(content)
-        out.update(self.simhash.columns(key, out["lang"], has_body))
+        out.update(self.simhash.batch(keys, out["lang"], has_body))
+        out["flags"] = flags
+        out["prepare_error"] = [None] * n
         return out
 
-    def safe_row(self, r: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            return self.row(r)
-        except Exception as exc:  # quarantined downstream, with the reason
-            empty = {f.name: None for f in PYTHON_SCHEMA.fields}
-            empty.update(id=int(r["id"]), published_at_us=_micros(r), flags=[],
-                         prepare_error=f"{type(exc).__name__}: {exc}"[:1000])
-            return empty
+    def failed(self, exc: Exception) -> dict[str, Any]:
+        out: dict[str, Any] = {name: [None] for name, _ in self.fields()}
+        out.update(flags=[[]], prepare_error=[f"{type(exc).__name__}: {exc}"[:1000]])
+        return out
+
+
+def _arrow(name: str, kind: str, values: Any, out: dict[str, Any]) -> pa.Array:
+    if kind == "array<string>":
+        return pa.array(values, type=pa.list_(pa.string()))
+    if isinstance(values, np.ndarray):
+        valid = out.get(f"{name}_valid")
+        return pa.array(values, type=_ARROW_TYPES[kind], mask=None if valid is None else ~np.asarray(valid))
+    return pa.array(values, type=_ARROW_TYPES[kind])
+
+
+def _concat(parts: Sequence[dict[str, Any]], fields: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Row-by-row results (lists or arrays of one) as one batch of lists."""
+    merged: dict[str, Any] = {}
+    for name, _ in fields:
+        merged[name] = [None if part.get(f"{name}_valid", [True])[0] is False else _py(part[name][0])
+                        for part in parts]
+    return merged
+
+
+def _py(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def prepare_batch(keys: Keys, arrays: Sequence[pa.Array], names: Sequence[str]) -> pa.StructArray:
+    cols = {name: arr.to_pylist() for name, arr in zip(names, arrays)}
+    n = len(arrays[0])
+    fields = keys.fields()
+    try:
+        out = keys.batch(cols, n)
+    except Exception:  # find the row(s) that fail; the others keep their keys
+        parts = []
+        for i in range(n):
+            try:
+                parts.append(keys.batch({k: v[i:i + 1] for k, v in cols.items()}, 1))
+            except Exception as exc:  # quarantined downstream, with the reason
+                parts.append(keys.failed(exc))
+        out = _concat(parts, fields)
+    return pa.StructArray.from_arrays([_arrow(name, kind, out[name], out) for name, kind in fields],
+                                      names=[name for name, _ in fields])
+
+
+def _udf_inputs(df: DataFrame) -> dict[str, Column]:
+    """Decoded text where the bytes are valid UTF-8, the raw bytes (for Python to repair) where not."""
+    cols: dict[str, Column] = {}
+    for c in TEXT_COLUMNS:
+        valid = F.is_valid_utf8(F.col(c).cast("string"))
+        cols[c] = F.when(valid, F.col(c).cast("string"))
+        cols[f"{c}_raw"] = F.when(~valid, F.col(c))
+    # io.input.conform judged the date in Spark (unparseable, implausible or missing); the flag is its verdict.
+    cols["published_at_flag"] = (F.col("published_at_flag") if "published_at_flag" in df.columns
+                                 else F.when(F.col("published_at").isNull(), F.lit("no_published_at")))
+    return cols
 
 
 def fingerprint(df: DataFrame, conf: "Config") -> DataFrame:
-    """Compute URL/content/SimHash keys for every row with one Python pass (mapInPandas)."""
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        prep = Preparer(conf)
-        names = [f.name for f in PYTHON_SCHEMA.fields]
-        for pdf in batches:
-            rows = [prep.safe_row(r) for r in pdf.to_dict("records")]
-            out = pd.DataFrame(rows, columns=names)
-            for c in ("simhash", "n_features", "text_chars", "band_0", "band_1", "band_2", "band_3",
-                      "published_at_us"):
-                out[c] = out[c].astype("Int64")
-            yield out
+    """URL/content/SimHash keys for every row: one Arrow UDF over batches, the rest in Spark."""
+    inputs = _udf_inputs(df)
+    names = list(inputs)
+    fields = Keys(conf).fields()
+    state: dict[str, Keys] = {}
 
-    flag = F.col("published_at_flag") if "published_at_flag" in df.columns else F.lit(None).cast("string")
-    cols = ["id", F.coalesce(F.unix_micros("published_at"), F.lit(NO_TIMESTAMP)).alias("published_at_us"),
-            *TEXT_COLUMNS, flag.alias("published_at_flag")]
-    prepared = df.select(*cols).mapInPandas(run, PYTHON_SCHEMA)
-    return prepared.select(*[F.timestamp_micros("published_at_us").alias("published_at") if f.name == "published_at"
-                             else F.col(f.name) for f in PREPARED_SCHEMA.fields])
+    def keys_udf(*arrays: pa.Array) -> pa.Array:
+        if "keys" not in state:
+            state["keys"] = Keys(conf)
+        return prepare_batch(state["keys"], arrays, names)
+
+    ddl = ", ".join(f"{name} {kind}" for name, kind in fields)
+    udf = F.arrow_udf(keys_udf, returnType=ddl)
+    k = F.col("_k")
+    keyed = df.withColumn("_k", udf(*inputs.values()))
+    simhash = SimhashKeys(conf.simhash)
+    url_cols = UrlKeys.spark_columns(k["url_key"])
+    band_cols = simhash.spark_columns(k["simhash"])
+    fixed = {c: F.coalesce(k[f"{c}_fixed"], F.col(c).cast("string")) for c in REPAIRED}
+    by_name: dict[str, Column] = {
+        "id": F.col("id"), "published_at": F.col("published_at"), **fixed, **url_cols, **band_cols,
+        **{name: k[name] for name, _ in fields if name not in {f"{c}_fixed" for c in REPAIRED}},
+    }
+    return keyed.select(*[by_name[f.name].cast(f.dataType).alias(f.name) for f in PREPARED_SCHEMA.fields])

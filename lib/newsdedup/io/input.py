@@ -262,10 +262,15 @@ def split_invalid(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     bad = flagged.where(F.col("quarantine_reason").isNotNull())
     good = flagged.where(F.col("quarantine_reason").isNull())
     # Repeated ids: keep the earliest believable copy (then the smallest url, deterministic), quarantine the rest.
+    # Only the rows of repeated ids go through the window: finding them shuffles ids, not the
+    # text, and the (small) id set is broadcast.
+    repeated = F.broadcast(good.groupBy("id").count().where("count > 1").select("id"))
     dated = F.when(F.col("published_at_flag").isNull(), F.col("published_at"))
     w = Window.partitionBy("id").orderBy(dated.asc_nulls_last(), F.col("url"), F.col("body"))
-    ranked = good.withColumn("_copy", F.row_number().over(w))
+    ranked = good.join(repeated, "id", "left_semi").withColumn("_copy", F.row_number().over(w))
     dup = (ranked.where("_copy > 1").drop("_copy")
            .withColumn("quarantine_reason", F.lit("duplicate id")))
-    keep = ranked.where("_copy = 1").drop("_copy", "quarantine_reason")
+    keep = (good.join(repeated, "id", "left_anti")
+            .unionByName(ranked.where("_copy = 1").drop("_copy"))
+            .drop("quarantine_reason"))
     return keep, bad.unionByName(dup)

@@ -2,7 +2,8 @@
 
 (a) all-pairs SimHash: a Spark cross join with exact Hamming (O(n^2));
 (b) Spark MLlib MinHashLSH.approxSimilarityJoin over word 3-gram shingles;
-(c) embed everything and cluster: per-document embedding and pairwise cosine cost.
+(c) embed everything and cluster: per-document embedding and pairwise cosine cost;
+(d) a plain Spark job: read, sha256 of URL and title+body, group both, write to Delta.
 """
 
 from __future__ import annotations
@@ -112,3 +113,72 @@ def embed_cost(texts: Sequence[str], cosine_n: int = 4000, threshold: float = 0.
 
     _, csecs = timed(cosine_all)
     return EmbedCost(len(texts), secs, len(big), csecs)
+
+
+def plain_sha256_job(spark, input_path: str, output: str) -> tuple[int, float]:
+    """(d) The floor for stages 1-2: read the snapshot, sha256 the raw URL and title+body, group
+    both, write (id, url_sha256, text_sha256, url_canonical, text_canonical) to Delta.
+
+    No normalisation, no SimHash, no clustering: what any Spark job over this snapshot pays
+    for the I/O, two hashes and two shuffles. Canonical = earliest published_at, then lowest id,
+    like the cascade. Returns (rows written, seconds).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from ..clustering import order_key
+    from ..io.input import read_input
+
+    def canonical(key: str):
+        return F.first("id").over(Window.partitionBy(key).orderBy(order_key()))
+
+    def run() -> int:
+        raw = read_input(spark, input_path)
+        keyed = raw.select(
+            "id", "published_at",
+            F.sha2(F.col("url"), 256).alias("url_sha256"),
+            F.sha2(F.concat_ws("\n", F.coalesce("title", F.lit("")), F.coalesce("body", F.lit(""))), 256)
+            .alias("text_sha256"))
+        out = (keyed.withColumn("url_canonical", canonical("url_sha256"))
+               .withColumn("text_canonical", canonical("text_sha256"))
+               .select("id", "url_sha256", "text_sha256", "url_canonical", "text_canonical"))
+        out.write.format("delta").mode("overwrite").save(output)
+        return spark.read.format("delta").load(output).count()
+
+    return timed(run)
+
+
+def delta_bytes(path) -> int:
+    """Bytes of the data files of a Delta table (all versions on disk; benches write once)."""
+    from pathlib import Path
+
+    return sum(f.stat().st_size for f in Path(path).rglob("*.parquet"))
+
+
+@dataclass
+class TextCost:
+    """What storing title and body in the documents table costs: bytes and write seconds."""
+
+    with_text_bytes: int
+    without_text_bytes: int
+    with_text_seconds: float
+    without_text_seconds: float
+
+
+def documents_text_cost(spark, documents_path: str, scratch) -> TextCost:
+    """Rewrite the documents table with and without title/body and compare (same rows, same run)."""
+    import shutil
+    from pathlib import Path
+
+    docs = spark.read.format("delta").load(documents_path).cache()
+    docs.count()
+    results = []
+    for name, frame in (("with_text", docs), ("without_text", docs.drop("title", "body"))):
+        target = Path(scratch) / name
+        shutil.rmtree(target, ignore_errors=True)
+        _, secs = timed(lambda: frame.write.format("delta").save(str(target)))
+        results.append((delta_bytes(target), secs))
+        shutil.rmtree(target, ignore_errors=True)
+    docs.unpersist()
+    (wb, ws), (nb, ns) = results
+    return TextCost(wb, nb, ws, ns)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..stages import STAGE_NAMES as _CASCADE
-from .baselines import EmbedCost, allpairs_simhash, embed_cost, extrapolate_quadratic, minhash_join, pairs
+from .baselines import (EmbedCost, TextCost, allpairs_simhash, documents_text_cost, embed_cost,
+                        extrapolate_quadratic, minhash_join, pairs, plain_sha256_job)
 from .memory import MemorySampler, jvm_heap_peak_mb, reset_jvm_heap_peak
 
 if TYPE_CHECKING:
@@ -97,6 +98,14 @@ class SizeResult:
     minhash_finished: bool = False
     minhash_pairs: int | None = None
     notes: list[str] = field(default_factory=list)
+    e2e_seconds: float = float("nan")        # job.run, stages 1-3: read, keys, stages, Delta write
+    plain_seconds: float = float("nan")      # baseline (d), same snapshot, same session
+    plain_memory: dict[str, float] = field(default_factory=dict)
+    text_cost: TextCost | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.e2e_seconds / self.plain_seconds if self.plain_seconds > 0 else float("nan")
 
     @property
     def cascade_seconds(self) -> float:
@@ -114,25 +123,50 @@ def corpus(n: int, seed: int, root: Path) -> Path:
     return d / "docs.parquet"
 
 
+def _measured(spark, fn: Callable[[], Any]) -> tuple[Any, float, dict[str, float]]:
+    """fn's result, wall seconds and peak memory (RSS of driver, JVM, Python workers; JVM heap)."""
+    reset_jvm_heap_peak(spark)
+    with MemorySampler() as mem:
+        t0 = time.perf_counter()
+        out = fn()
+        secs = time.perf_counter() - t0
+    memory = dict(mem.peak)
+    memory["jvm_heap_mb"] = jvm_heap_peak_mb(spark) or float("nan")
+    return out, secs, memory
+
+
+def end_to_end(spark, conf: "Config", path: Path, work: Path, run_id: str):
+    """Stages 1-3 as the job runs them (read, keys, stages, Delta write; no Postgres); the Report."""
+    from .. import job
+
+    conf = conf.with_overrides({"semantic": {"enabled": False}})
+    return job.run(spark, str(path), str(work / "out"), conf, load_pg=False, run_id=run_id)
+
+
 def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
-               minhash_limit_s: float) -> tuple[SizeResult, Any]:
+               minhash_limit_s: float, text_cost: bool = True) -> tuple[SizeResult, Any]:
+    """Baseline (d) and the stage 1-3 job on the same snapshot, one after the other, then the rest."""
+    import shutil
+
     from pyspark.sql import functions as F
 
-    from .. import cascade
-    from ..job import Report
+    from ..io import store
     from ..io.input import read_input
 
     path = corpus(n, seed, root)
-    raw = read_input(spark, str(path))
-    report = Report(run_id=f"bench-{n}")
-    reset_jvm_heap_peak(spark)
-    with MemorySampler() as mem:
-        result = cascade.run_cascade(spark, raw, conf, report)
-    memory = dict(mem.peak)
-    memory["jvm_heap_mb"] = jvm_heap_peak_mb(spark) or float("nan")
-    res = SizeResult(n=n, seconds=dict(report.seconds), counts=dict(report.counts), memory=memory)
-    fps = result.documents.select("id", "lang", "simhash").where(F.col("simhash").isNotNull())
+    work = root / f"runs_{n}"
+    shutil.rmtree(work, ignore_errors=True)
+    _, plain_s, plain_mem = _measured(spark, lambda: plain_sha256_job(spark, str(path), str(work / "plain")))
+    report, e2e_s, memory = _measured(spark, lambda: end_to_end(spark, conf, path, work, f"bench-{n}"))
+    res = SizeResult(n=n, seconds=dict(report.seconds), counts=dict(report.counts), memory=memory,
+                     e2e_seconds=e2e_s, plain_seconds=plain_s, plain_memory=plain_mem)
+    documents = store.table_path(work / "out", "documents")
+    if text_cost:
+        res.text_cost = documents_text_cost(spark, documents, work / "text_cost")
+    fps = (spark.read.format("delta").load(documents).select("id", "lang", "simhash")
+           .where(F.col("simhash").isNotNull()))
     if minhash_limit_s > 0:
+        raw = read_input(spark, str(path))
         pairs_found, secs, done = with_time_limit(spark, minhash_limit_s, lambda: minhash_join(spark, raw))
         res.minhash_seconds, res.minhash_finished, res.minhash_pairs = secs, done, pairs_found
     return res, fps
@@ -154,22 +188,22 @@ def baselines(spark, conf: "Config", fps, texts: Sequence[str], allpairs_n: int,
     """Measure the size-independent rates: all-pairs Hamming per pair, embedding per document."""
     from pyspark.sql import functions as F
 
-    sample = fps.orderBy(F.rand(seed)).limit(allpairs_n).cache()
-    m = sample.count()
-    _, ap_secs = allpairs_simhash(spark, sample, conf)
-    sample.unpersist()
+    m, ap_secs = 0, float("nan")
+    if allpairs_n > 0:
+        sample = fps.orderBy(F.rand(seed)).limit(allpairs_n).cache()
+        m = sample.count()
+        _, ap_secs = allpairs_simhash(spark, sample, conf)
+        sample.unpersist()
     return m, ap_secs, (embed_cost(texts) if texts else None)
 
 
 def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
               root: str | Path = "out/bench", allpairs_n: int = 4000, embed_sample: int = 256,
               minhash_limit_s: float = 900.0, command: str = "", warmup: int = 300,
-              log: Callable[[str], None] = print,
+              text_cost: bool = True, log: Callable[[str], None] = print,
               on_progress: Callable[[Bench], None] | None = None) -> Bench:
     """Bench every size in order; baselines are measured once, on the first size's corpus.
     on_progress gets the partial result after each size (so a long run leaves a report behind)."""
-    from .. import cascade
-    from ..job import Report
     from ..io.input import read_input
 
     root = Path(root)
@@ -179,14 +213,16 @@ def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
     if warmup:
         # Start the JVM's JIT and the Python workers on a throwaway corpus, so that the first
         # measured size does not carry the start-up cost alone.
-        raw = read_input(spark, str(corpus(warmup, seed + 1, root)))
-        cascade.run_cascade(spark, raw, conf, Report(run_id="warmup"))
+        small = corpus(warmup, seed + 1, root)
+        plain_sha256_job(spark, str(small), str(root / "warmup" / "plain"))
+        end_to_end(spark, conf, small, root / "warmup", "warmup")
         bench.notes.append(f"a {warmup}-document warm-up run preceded the measurements")
     for n in sizes:
         log(f"[bench] n={n}: generating / running cascade")
-        res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s)
-        log(f"[bench] n={n}: {res.seconds} memory={res.memory} minhash={res.minhash_seconds} "
-            f"finished={res.minhash_finished}")
+        res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s, text_cost)
+        log(f"[bench] n={n}: plain {res.plain_seconds:.1f}s, stages 1-3 {res.e2e_seconds:.1f}s "
+            f"(ratio {res.ratio:.2f}); {res.seconds} memory={res.memory} plain memory={res.plain_memory} "
+            f"text={res.text_cost} minhash={res.minhash_seconds} finished={res.minhash_finished}")
         bench.sizes.append(res)
         if not bench.allpairs_n:
             raw = read_input(spark, str(corpus(n, seed, root)))
@@ -228,12 +264,40 @@ def throughput_table(b: Bench) -> str:
                    "cascade s", "cascade docs/s", "growth exponent"], rows)
 
 
+def executor_mb(memory: dict[str, float]) -> float:
+    """Local mode: the executor is the JVM plus its Python workers."""
+    return memory.get("jvm_mb", float("nan")) + memory.get("workers_mb", float("nan"))
+
+
 def memory_table(b: Bench) -> str:
     rows = [[f"{r.n:,}", _num(r.memory["driver_mb"], 0), _num(r.memory["jvm_mb"], 0),
-             _num(r.memory.get("jvm_heap_mb"), 0), _num(r.memory["workers_mb"], 0), _num(r.memory["total_mb"], 0)]
+             _num(r.memory.get("jvm_heap_mb"), 0), _num(r.memory["workers_mb"], 0), _num(executor_mb(r.memory), 0),
+             _num(r.memory["total_mb"], 0)]
             for r in b.sizes]
     return _table(["docs", "driver RSS MB", "JVM RSS MB", "JVM heap used MB", "Python workers RSS MB",
-                   "total RSS MB"], rows)
+                   "executor (JVM + workers) MB", "total RSS MB"], rows)
+
+
+def e2e_table(b: Bench) -> str:
+    rows = [[f"{r.n:,}", _num(r.plain_seconds), _num(r.e2e_seconds), _num(r.ratio, 2),
+             _num(docs_per_second(r.n, r.e2e_seconds), 0), _num(executor_mb(r.plain_memory), 0),
+             _num(executor_mb(r.memory), 0)] for r in b.sizes]
+    return _table(["docs", "(d) plain job s", "stages 1-3 job s", "ratio (stages 1-3 / (d))", "job docs/s",
+                   "(d) peak executor MB", "job peak executor MB"], rows)
+
+
+def text_cost_table(b: Bench) -> str:
+    rows = []
+    for r in b.sizes:
+        t = r.text_cost
+        if t is None:
+            continue
+        mb = 1024 * 1024
+        rows.append([f"{r.n:,}", _num(t.with_text_bytes / mb), _num(t.without_text_bytes / mb),
+                     _num(t.with_text_seconds), _num(t.without_text_seconds),
+                     _num(t.with_text_seconds - t.without_text_seconds)])
+    return _table(["docs", "documents with title/body MB", "without MB", "write s with", "write s without",
+                   "text costs s"], rows)
 
 
 def baseline_table(b: Bench) -> str:
@@ -271,8 +335,24 @@ def markdown(b: Bench) -> str:
         "```",
         "",
         f"Machine: {b.machine}. Corpus: `newsdedup.synth` (seeded), the same corpus for the cascade and "
-        "the baselines. Stage seconds are the job's own timings (`run_cascade`, in memory, nothing written); "
-        "docs/s = documents in the corpus / stage seconds.",
+        "the baselines. Stage seconds are the job's own timings (`job.run` with stages 1-3, Delta written, "
+        "no Postgres; prepare = read + keys); docs/s = documents in the corpus / stage seconds.",
+        "",
+        "## Stages 1-3 end to end against a plain Spark job",
+        "",
+        e2e_table(b),
+        "",
+        "(d) reads the snapshot, sha256-hashes the raw URL and title+body, groups both (canonical = earliest, "
+        "then lowest id) and writes (id, hashes, canonicals) to Delta; the job reads the same snapshot, "
+        "computes every key, runs stages 1-3 and writes documents, duplicate_links, quarantine and runs. "
+        "Both run in the same session, one after the other, per size. Peak executor memory: RSS of the JVM "
+        "plus the Python workers (local mode: one executor), sampled every 0.25 s.",
+        "",
+        "## Storing title and body in the documents table",
+        "",
+        text_cost_table(b),
+        "",
+        "The documents table of the run, rewritten once as it is and once without title/body.",
         "",
         "## Cascade throughput",
         "",

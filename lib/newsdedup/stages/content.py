@@ -1,7 +1,7 @@
 """Stage 2: exact duplicates by normalised text, and the text handling every later stage uses.
 
 Pure part: HTML extraction, boilerplate removal, normalisation, language
-detection, the content key (called per row from `prepare`). Spark part:
+detection, the content key (`ContentKeys.batch`, called per batch from `prepare`). Spark part:
 `ContentStage`, an exact join on content_hash.
 """
 
@@ -13,26 +13,38 @@ import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Sequence
 
+import numpy as np
+
 from . import ExactKeyStage
 
 if TYPE_CHECKING:
     from ..config import ContentConfig
 
-# Quotes and dashes that different CMSes substitute for one another.
-_QUOTES = {c: "'" for c in "\u2018\u2019\u201a\u201b\u2032\u2035\u02bc\u0060\u00b4"}
-_QUOTES.update({c: '"' for c in "\u201c\u201d\u201e\u201f\u2033\u2036\u00ab\u00bb\u301d\u301e"})
+# Quotes and dashes that different CMSes substitute for one another. Mapped before NFKC
+# (which would decompose ´ into a space and a combining accent, ″ into two primes) and
+# once more after it, for the characters NFKC itself produces (‴ -> ′′′, ﹘ -> —).
+_QUOTES = {c: "'" for c in "\u2018\u2019\u201a\u201b\u2032\u2035\u02bc\u0060\u00b4\u2039\u203a\u275b\u275c"}
+_QUOTES.update({c: '"' for c in "\u201c\u201d\u201e\u201f\u2033\u2036\u00ab\u00bb\u301d\u301e\u275d\u275e"})
 _DASHES = {c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d"}
-# Invisible characters: zero-width space/joiners, BOM, soft hyphen, word joiner.
-# ZWJ/ZWNJ change the rendering of some Bangla conjuncts, but outlets disagree
-# on using them, so for comparison they carry no information.
-_INVISIBLE = {c: None for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"}
-_TRANSLATE = str.maketrans({**_QUOTES, **_DASHES, **_INVISIBLE})
-_WS = re.compile(r"\s+")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Invisible characters: zero-width space/joiners, BOM, soft hyphen, word joiner and
+# invisible operators, bidi marks (LRM, RLM, ALM) and bidi embedding/isolate controls.
+# ZWJ/ZWNJ change the rendering of some Bangla conjuncts, but outlets disagree on using
+# them, so for comparison they carry no information. They go *before* NFKC: a vowel
+# sign split by a ZWNJ (ক + ে + ZWNJ + া) must compose like the unsplit one (কো).
+_INVISIBLE = {c: None for c in "\u00ad\u061c\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"}
+# Control characters become spaces; lone surrogates (undecodable bytes) become U+FFFD.
+_CONTROLS = {chr(c): " " for c in [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)]}
+_SURROGATES = {chr(c): "\ufffd" for c in range(0xD800, 0xE000)}
+_TABLE = str.maketrans({**_SURROGATES, **_CONTROLS, **_INVISIBLE, **_QUOTES, **_DASHES})
+# One search finds texts that need the (slow, per-character) translate at all.
+_MAPPED = re.compile("[" + "".join(re.escape(c) for c in sorted(
+    {**_CONTROLS, **_INVISIBLE, **_QUOTES, **_DASHES})) + "\ud800-\udfff]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
-_BENGALI = re.compile(r"[\u0980-\u09ff]")
-_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
+_BENGALI = (0x0980, 0x09FF)
+_LATIN = ((0x41, 0x5A), (0x61, 0x7A), (0xC0, 0x24F))
 
 
 def clean_invalid(text: str) -> str:
@@ -41,13 +53,25 @@ def clean_invalid(text: str) -> str:
     return _CONTROL.sub(" ", text)
 
 
+def _mapped(text: str) -> str:
+    """Surrogates, controls, invisible characters, quotes and dashes replaced (see _TABLE)."""
+    return text.translate(_TABLE) if _MAPPED.search(text) else text
+
+
+def _canonical(text: str) -> str:
+    """Mapped, NFKC, mapped again; whitespace not yet collapsed (line breaks survive)."""
+    return _mapped(unicodedata.normalize("NFKC", _mapped(text)))
+
+
 def normalize_text(text: str | None) -> str:
-    """NFKC, canonical quotes and dashes, invisible characters removed, whitespace collapsed."""
+    """Invisible characters removed and quotes/dashes mapped, NFKC, whitespace collapsed.
+
+    Idempotent: normalising the result again changes nothing (tests/test_text.py, hypothesis).
+    """
     if not text:
         return ""
-    text = unicodedata.normalize("NFKC", clean_invalid(text))
-    text = text.translate(_TRANSLATE)
-    return _WS.sub(" ", text).strip()
+    # str.split() splits on exactly the characters re's \s matches: the same collapse, faster.
+    return " ".join(_canonical(text).split())
 
 
 @lru_cache(maxsize=64)
@@ -57,20 +81,34 @@ def _boilerplate_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
 
 
-def strip_boilerplate(text: str | None, patterns: Sequence[str]) -> str:
-    """Drop whole lines that match a boilerplate pattern ("Read more: ...", share bars, ...)."""
+def is_boilerplate(line: str, rx: re.Pattern | None, max_chars: int) -> bool:
+    """A normalised line is boilerplate when it is short and matches a pattern as a whole.
+
+    The length limit keeps real paragraphs that happen to start like a label
+    ("Related research shows ...", "Sponsored by the ministry, the programme ...").
+    """
+    return bool(rx is not None and line and len(line) <= max_chars and rx.fullmatch(line))
+
+
+def strip_boilerplate(text: str | None, patterns: Sequence[str], max_chars: int = 200) -> str:
+    """Drop whole lines that are boilerplate ("Read more: ...", share bars, ...); the rest stays as it was."""
     if not text:
         return ""
     rx = _boilerplate_regex(tuple(patterns))
-    if rx is None:
-        return text
-    kept: list[str] = []
-    for line in text.splitlines():
-        probe = normalize_text(line)
-        if probe and rx.fullmatch(probe):
-            continue
-        kept.append(line)
-    return "\n".join(kept)
+    return "\n".join(line for line in text.splitlines() if not is_boilerplate(normalize_text(line), rx, max_chars))
+
+
+def body_text(body: str | None, patterns: Sequence[str], max_chars: int = 200) -> str:
+    """normalize_text(strip_boilerplate(body)), normalising each line once.
+
+    The body is normalised in one piece with its line breaks: NFKC never
+    composes across a line break, so this equals normalising line by line.
+    """
+    if not body:
+        return ""
+    rx = _boilerplate_regex(tuple(patterns))
+    lines = (" ".join(line.split()) for line in _canonical("\n".join(body.splitlines())).split("\n"))
+    return " ".join(line for line in lines if line and not is_boilerplate(line, rx, max_chars))
 
 
 def html_to_text(html: str | None) -> str:
@@ -97,10 +135,10 @@ def html_to_text(html: str | None) -> str:
         return re.sub(r"<[^>]+>", " ", html)
 
 
-def content_key(title: str | None, body: str | None, boilerplate: Sequence[str]) -> str:
+def content_key(title: str | None, body: str | None, boilerplate: Sequence[str], max_line: int = 200) -> str:
     """The normalised headline + body that stage 2 hashes; '' when there is no text at all."""
     head = normalize_text(title)
-    text = normalize_text(strip_boilerplate(body, boilerplate))
+    text = body_text(body, boilerplate, max_line)
     if not head and not text:
         return ""
     return head + "\n" + text
@@ -110,8 +148,8 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def detect_language(text: str, hint: str | None = None) -> str:
-    """'bn' or 'en' (or 'other') from the script of the letters; an explicit hint wins.
+def language(bengali: int, latin: int, hint: str | None = None) -> str:
+    """'bn' or 'en' (or 'other') from counts of Bengali-block and Latin letters; an explicit hint wins.
 
     The archive is English and Bangla, which use different scripts, so counting
     Bengali-block letters against Latin letters is both exact enough and free.
@@ -124,41 +162,85 @@ def detect_language(text: str, hint: str | None = None) -> str:
             return "en"
         if code:
             return code
-    bengali = len(_BENGALI.findall(text))
-    latin = len(_LATIN.findall(text))
     if bengali == 0 and latin == 0:
         return "other"
     return "bn" if bengali >= latin else "en"
 
 
+def script_counts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(Bengali-block characters, Latin letters) per text, for a whole batch at once."""
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    ends = np.cumsum(lengths)
+    cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
+
+    def per_text(mask: np.ndarray) -> np.ndarray:
+        running = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
+        return running[ends] - running[ends - lengths]
+
+    bengali = (cps >= _BENGALI[0]) & (cps <= _BENGALI[1])
+    latin = np.zeros(len(cps), dtype=bool)
+    for lo, hi in _LATIN:
+        latin |= (cps >= lo) & (cps <= hi)
+    return per_text(bengali), per_text(latin)
+
+
+def detect_language(text: str, hint: str | None = None) -> str:
+    bengali, latin = script_counts([text])
+    return language(int(bengali[0]), int(latin[0]), hint)
+
+
 class ContentKeys:
-    """Per-row stage-2 columns; also the normalised text and language the later stages fingerprint."""
+    """Stage-2 columns for a batch; also the normalised text and language the later stages fingerprint."""
+
+    FIELDS = (("content_hash", "string"), ("text_chars", "int"), ("lang", "string"), ("lang_detected", "boolean"))
 
     def __init__(self, content_conf: "ContentConfig", max_chars: int):
         self.boilerplate = tuple(content_conf.boilerplate_lines)
+        self.max_line = int(content_conf.boilerplate_max_chars)
         self.max_chars = int(max_chars)
 
-    def columns(self, title: str | None, body: str | None, html: str | None, lang_hint: str | None,
-                flags: list[str]) -> dict[str, Any]:
-        """body (extracted from html when empty), text_chars, content_hash, lang, lang_detected, key, has_body."""
+    def key(self, title: str | None, body: str | None, html: str | None,
+            flags: list[str]) -> tuple[str | None, str]:
+        """(body extracted from html or None, the truncated content key); flags from_html, truncated."""
+        from_html = None
         if (body is None or not body.strip()) and html:
-            body = html_to_text(html)
+            body = from_html = html_to_text(html)
             flags.append("from_html")
-        key = content_key(title, body, self.boilerplate)
+        key = content_key(title, body, self.boilerplate, self.max_line)
         if len(key) > self.max_chars:
             key = key[: self.max_chars]
             flags.append("truncated")
-        has_body = bool(key.partition("\n")[2])
-        if not has_body:
-            flags.append("empty_body")
-        return {
-            "body": body, "text_chars": len(key),
+        return from_html, key
+
+    def batch(self, titles: Sequence[str | None], bodies: Sequence[str | None], htmls: Sequence[str | None],
+              hints: Sequence[str | None], flags: Sequence[list[str]]) -> dict[str, list]:
+        """FIELDS for every document of a batch, plus body_from_html (set only where the body was
+        extracted from html: Spark keeps the stored body otherwise), key and has_body for stage 3."""
+        from_html, keys = [], []
+        for title, body, html, fl in zip(titles, bodies, htmls, flags):
+            extracted, key = self.key(title, body, html, fl)
+            from_html.append(extracted)
+            keys.append(key)
+        has_body = [bool(key.partition("\n")[2]) for key in keys]
+        bengali, latin = script_counts(keys)
+        out: dict[str, list] = {"body_from_html": from_html, "key": keys, "has_body": has_body,
+                                "content_hash": [], "text_chars": [], "lang": [], "lang_detected": []}
+        for i, (key, body, fl) in enumerate(zip(keys, has_body, flags)):
+            if not body:
+                fl.append("empty_body")
             # A headline alone is too weak a key: two different stories can share "Live updates".
-            "content_hash": sha256_hex(key) if has_body else None,
-            "lang": detect_language(key, lang_hint),
-            "lang_detected": not bool(lang_hint and lang_hint.strip()),
-            "key": key, "has_body": has_body,
-        }
+            out["content_hash"].append(sha256_hex(key) if body else None)
+            out["text_chars"].append(len(key))
+            out["lang"].append(language(int(bengali[i]), int(latin[i]), hints[i]))
+            out["lang_detected"].append(not bool(hints[i] and hints[i].strip()))
+        return out
+
+    def columns(self, title: str | None, body: str | None, html: str | None, lang_hint: str | None,
+                flags: list[str]) -> dict[str, Any]:
+        """One document (tests, tools): `batch` of one, with the body as stored."""
+        out = {k: v[0] for k, v in self.batch([title], [body], [html], [lang_hint], [flags]).items()}
+        out["body"] = out.pop("body_from_html") or body
+        return out
 
 
 class ContentStage(ExactKeyStage):

@@ -1,7 +1,8 @@
 """Stage 3: near-duplicates by 64-bit SimHash, banding and Hamming distance.
 
-Pure part: features, fingerprints and bands (`SimhashKeys` is the per-row
-function `prepare` calls). Spark part: `simhash_candidates` (a self-join on
+Pure part: features, fingerprints and bands (`SimhashKeys.batch` is the
+per-batch function `prepare` calls; it runs the compiled kernel in
+simhash_kernel, which computes exactly what `features` and `simhash` define). Spark part: `simhash_candidates` (a self-join on
 (lang, band index, band value), then exact Hamming) and `SimhashStage`, which
 clusters the candidate pairs so transitive matches share one canonical.
 
@@ -11,17 +12,17 @@ inconsistent spacing/joiners make word tokens unstable).
 
 Features are never materialised as strings: each word (or code point) gets a
 64-bit value and an n-gram's hash is a multiply-add chain over its members,
-finished with the splitmix64 mixer, all vectorised in numpy. The result is
-deterministic across processes and machines (no Python hash randomisation).
+finished with the splitmix64 mixer. `features` and `simhash` below state this
+in numpy, one document at a time; the job runs the same arithmetic compiled
+(simhash_kernel), a batch at a time. The result is deterministic across processes and machines (no Python hash randomisation).
 Fingerprints are signed 64-bit ints so they fit Spark's LongType unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
     from ..config import SimhashConfig
 
-_TOKEN = re.compile(r"\w+")
-_NON_TEXT = re.compile(r"[^\w\u0980-\u09ff]+")
 _K = np.uint64(0x9E3779B97F4A7C15)          # odd multiplier (golden ratio) for the n-gram chain
 _C1 = np.uint64(0xBF58476D1CE4E5B9)
 _C2 = np.uint64(0x94D049BB133111EB)
@@ -67,15 +66,19 @@ def _ngram_hashes(values: np.ndarray, n: int) -> np.ndarray:
 def features(text: str, kind: str, n: int) -> np.ndarray:
     """One uint64 hash per feature occurrence of already-normalised text.
 
-    kind 'word': n-word shingles (the words themselves if there are fewer than n).
+    kind 'word': n-word shingles (the words themselves if there are fewer than n); a word is a
+    run of \\w characters and combining marks, so Bangla vowel signs stay inside their word.
     kind 'char': n-character grams over letters/marks with single spaces as word boundaries.
     """
+    from .simhash_kernel import patterns
+
+    token, non_text = patterns()
     folded = text.casefold()
     if kind == "word":
-        toks = _TOKEN.findall(folded)
+        toks = token.findall(folded)
         values = np.fromiter((_word_value(t) for t in toks), dtype=np.uint64, count=len(toks))
     elif kind == "char":
-        squeezed = _NON_TEXT.sub(" ", folded).strip()
+        squeezed = non_text.sub(" ", folded).strip()
         values = np.frombuffer(squeezed.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
     else:
         raise ValueError(f"unknown feature kind {kind!r}")
@@ -120,23 +123,64 @@ def hamming(a: int, b: int) -> int:
 
 
 class SimhashKeys:
-    """Per-row stage-3 columns: simhash, n_features, band_0..band_3."""
+    """Stage-3 columns for a batch of documents: simhash, n_features (bands are derived in Spark).
+
+    `batch` is what `prepare` calls once per Arrow batch; it runs the compiled
+    kernel (simhash_kernel) over all texts at once. Further per-document stage-3
+    features belong here: add their fields to FIELDS and their arrays to `batch`.
+    """
+
+    FIELDS = (("simhash", "bigint"), ("n_features", "int"))
 
     def __init__(self, sim_conf: "SimhashConfig"):
         self.conf = sim_conf
 
+    def batch(self, keys: Sequence[str], langs: Sequence[str | None],
+              has_body: Sequence[bool]) -> dict[str, np.ndarray]:
+        """keys: normalised texts (content_key); returns simhash (int64, valid where n_features suffice)
+        as a masked pair: {"simhash": values, "simhash_valid": mask, "n_features": counts}."""
+        from . import simhash_kernel as kern
+
+        n = len(keys)
+        kinds = np.full(n, -1, dtype=np.int8)
+        ngrams = np.zeros(n, dtype=np.int64)
+        minimum = np.zeros(n, dtype=np.int64)
+        for i, (lang, body) in enumerate(zip(langs, has_body)):
+            if body:
+                spec = self.conf.language(lang)
+                kinds[i] = kern.KIND_WORD if spec.features == "word" else kern.KIND_CHAR
+                ngrams[i], minimum[i] = spec.ngram, spec.min_features
+        folded = [k.casefold() if kinds[i] >= 0 else "" for i, k in enumerate(keys)]
+        is_word, is_text = kern.char_classes()
+        fps, distinct, _ = kern.fingerprint_batch(*kern.code_points(folded), kinds, ngrams, is_word, is_text,
+                                                  *kern.word_cache().arrays())
+        return {"simhash": fps.view(np.int64), "simhash_valid": (kinds >= 0) & (distinct >= minimum) & (distinct > 0),
+                "n_features": distinct.astype(np.int32)}
+
     def columns(self, key: str, lang: str | None, has_body: bool) -> dict[str, Any]:
-        spec = self.conf.language(lang)
-        hashes = features(key, spec.features, spec.ngram) if has_body else np.empty(0, np.uint64)
-        n = distinct(hashes)
-        fp = simhash(hashes) if n >= spec.min_features else None
-        out: dict[str, Any] = {"simhash": fp, "n_features": n}
+        """One document (tests, tools): simhash (None below min_features), n_features, band_0.."""
+        out = self.batch([key], [lang], [has_body])
+        fp = int(out["simhash"][0]) if out["simhash_valid"][0] else None
+        cols: dict[str, Any] = {"simhash": fp, "n_features": int(out["n_features"][0])}
         for i, b in enumerate(bands(fp, self.conf.bands) if fp is not None else [None] * self.conf.bands):
-            out[f"band_{i}"] = b
-        return out
+            cols[f"band_{i}"] = b
+        return cols
+
+    def spark_columns(self, simhash: "Column") -> dict[str, "Column"]:
+        """The band columns, computed in Spark from the fingerprint (same values as `bands`)."""
+        from pyspark.sql import functions as F
+
+        width = 64 // self.conf.bands
+        mask = (1 << width) - 1
+        return {f"band_{i}": F.shiftrightunsigned(simhash, width * i).bitwiseAND(mask).cast("int")
+                for i in range(self.conf.bands)}
 
 
 # ---------------------------------------------------------------- Spark step
+
+# Candidate edges up to this many are clustered on the driver (clustering.local_labels):
+# 2M pairs of longs are 32 MB, and near-duplicate edges number about one per duplicate.
+LOCAL_MAX_EDGES = 2_000_000
 
 def band_columns(sim_conf: "SimhashConfig") -> list[str]:
     return [f"band_{i}" for i in range(sim_conf.bands)]
@@ -191,7 +235,7 @@ class SimhashStage:
         edges, oversize = simhash_candidates(unresolved, sim_conf)
         edges = cut_lineage(edges.select("a", "b", (1.0 - F.col("distance") / 64.0).alias("score")))
         vertices = unresolved.select("id", order_key().alias("key"))
-        links = links_from_edges(edges, vertices, self.name, sim_conf.max_iterations)
+        links = links_from_edges(edges, vertices, self.name, sim_conf.max_iterations, LOCAL_MAX_EDGES)
         notes = []
         n_oversize = oversize.count()
         if n_oversize:

@@ -1,0 +1,411 @@
+"""Stage 3's compiled kernel: features and SimHash for a whole batch of texts in one call.
+
+The definition is the one `simhash.features` / `simhash.simhash` spell out in
+numpy (and tests/fingerprint_reference.py pins): a word is a maximal run of word
+characters, its value the first 8 bytes (little-endian) of BLAKE2b over its
+UTF-8 bytes; a character gram runs over code points; an n-gram's hash is the
+multiply-add chain over its members finished with the splitmix64 mixer; a
+fingerprint bit is set when more than half of the feature occurrences have it.
+
+Here the same arithmetic runs in numba over the UTF-32 code points of a whole
+Arrow batch (texts laid end to end, with offsets), so Python is called once per
+batch instead of once per word. BLAKE2b is written out below (RFC 7693) because
+numba cannot call hashlib; the reference test checks it bit for bit.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numba import njit
+
+if TYPE_CHECKING:
+    import re
+
+_IV = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
+                0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179], dtype=np.uint64)
+_SIGMA = np.array([
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+    [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
+    [11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4],
+    [7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8],
+    [9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13],
+    [2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9],
+    [12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11],
+    [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
+    [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5],
+    [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0],
+], dtype=np.int64)
+
+KIND_WORD, KIND_CHAR = 0, 1
+BENGALI = (0x0980, 0x09FF)
+
+
+@lru_cache(maxsize=1)
+def char_classes() -> tuple[np.ndarray, np.ndarray]:
+    """(is_word, is_text) for every code point.
+
+    is_word: a word character, that is what `re`'s \\w matches (letters, digits,
+    underscore) plus every combining mark (\\p{M}). Without the marks a Bangla
+    word falls apart at its vowel signs: \\w+ reads বাংলাদেশের as ব, ল, দ, শ, র.
+    is_text: what a character gram keeps (a word character or anything in the
+    Bengali block); everything else is a word boundary.
+    """
+    import re
+
+    every = "".join(map(chr, range(0x110000)))
+    is_word = np.zeros(0x110000, dtype=np.bool_)
+    is_word[[m.start() for m in re.finditer(r"\w", every)]] = True
+    for cp in range(0x110000):
+        if not is_word[cp] and unicodedata.category(every[cp])[0] == "M":
+            is_word[cp] = True
+    is_text = is_word.copy()
+    is_text[BENGALI[0]:BENGALI[1] + 1] = True
+    return is_word, is_text
+
+
+def _ranges(mask: np.ndarray) -> str:
+    """A regex character-class body for the code points where mask is True."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
+    return "".join(f"\\U{a:08x}-\\U{b - 1:08x}" for a, b in zip(edges[::2], edges[1::2]))
+
+
+@lru_cache(maxsize=1)
+def patterns() -> tuple["re.Pattern", "re.Pattern"]:
+    """(word, non_text) regexes with exactly the classes of `char_classes`, for the numpy definition."""
+    import re
+
+    is_word, is_text = char_classes()
+    return re.compile(f"[{_ranges(is_word)}]+"), re.compile(f"[^{_ranges(is_text)}]+")
+
+
+@njit(inline="always")
+def _rotr(x, n):
+    return (x >> np.uint64(n)) | (x << np.uint64(64 - n))
+
+
+@njit(inline="always")
+def _g(a, b, c, d, x, y):
+    a = a + b + x
+    d = _rotr(d ^ a, 32)
+    c = c + d
+    b = _rotr(b ^ c, 24)
+    a = a + b + y
+    d = _rotr(d ^ a, 16)
+    c = c + d
+    b = _rotr(b ^ c, 63)
+    return a, b, c, d
+
+
+@njit(cache=True)
+def blake2b64(data, n):
+    """First 8 bytes (as a little-endian uint64) of unkeyed BLAKE2b with digest size 8 over data[:n].
+
+    The state lives in scalars (registers), not arrays: this runs once per word.
+    """
+    h0, h1, h2, h3 = _IV[0] ^ np.uint64(0x01010008), _IV[1], _IV[2], _IV[3]   # digest 8, no key, fanout/depth 1
+    h4, h5, h6, h7 = _IV[4], _IV[5], _IV[6], _IV[7]
+    m = np.zeros(16, dtype=np.uint64)
+    pos = 0
+    while True:
+        take = min(128, n - pos)
+        m[:] = 0
+        for i in range(take):
+            m[i >> 3] |= np.uint64(data[pos + i]) << np.uint64(8 * (i & 7))
+        pos += take
+        last = pos >= n
+        v0, v1, v2, v3, v4, v5, v6, v7 = h0, h1, h2, h3, h4, h5, h6, h7
+        v8, v9, v10, v11 = _IV[0], _IV[1], _IV[2], _IV[3]
+        v12, v13, v14, v15 = _IV[4] ^ np.uint64(pos), _IV[5], _IV[6], _IV[7]
+        if last:
+            v14 = ~v14
+        for r in range(12):
+            s = _SIGMA[r % 10]
+            v0, v4, v8, v12 = _g(v0, v4, v8, v12, m[s[0]], m[s[1]])
+            v1, v5, v9, v13 = _g(v1, v5, v9, v13, m[s[2]], m[s[3]])
+            v2, v6, v10, v14 = _g(v2, v6, v10, v14, m[s[4]], m[s[5]])
+            v3, v7, v11, v15 = _g(v3, v7, v11, v15, m[s[6]], m[s[7]])
+            v0, v5, v10, v15 = _g(v0, v5, v10, v15, m[s[8]], m[s[9]])
+            v1, v6, v11, v12 = _g(v1, v6, v11, v12, m[s[10]], m[s[11]])
+            v2, v7, v8, v13 = _g(v2, v7, v8, v13, m[s[12]], m[s[13]])
+            v3, v4, v9, v14 = _g(v3, v4, v9, v14, m[s[14]], m[s[15]])
+        h0 ^= v0 ^ v8
+        h1 ^= v1 ^ v9
+        h2 ^= v2 ^ v10
+        h3 ^= v3 ^ v11
+        h4 ^= v4 ^ v12
+        h5 ^= v5 ^ v13
+        h6 ^= v6 ^ v14
+        h7 ^= v7 ^ v15
+        if last:
+            return h0
+
+
+@njit(inline="always")
+def _word_hash(cps, start, end):
+    """FNV-1a over the code points, mixed: the word's slot in the cache (never its value)."""
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(start, end):
+        h = (h ^ np.uint64(cps[i])) * np.uint64(0x100000001B3)
+    return _mix(h) | np.uint64(1)           # 0 marks an empty slot
+
+
+@njit(cache=True)
+def _cached(cps, start, end, cache, arena, state):
+    """(value, True) when the word cps[start:end] is in the cache, else (0, False).
+
+    A hit compares the stored code points, not only the hash: the cache can never
+    change a fingerprint.
+    """
+    h = _word_hash(cps, start, end)
+    mask = np.uint64(cache.shape[0] - 1)
+    slot = h & mask
+    length = end - start
+    while cache[slot, 0] != 0:
+        if cache[slot, 0] == h and cache[slot, 3] == length:
+            at = np.int64(cache[slot, 2])
+            same = True
+            for k in range(length):
+                if arena[at + k] != cps[start + k]:
+                    same = False
+                    break
+            if same:
+                return cache[slot, 1], True
+        slot = (slot + np.uint64(1)) & mask
+    return np.uint64(0), False
+
+
+@njit(cache=True)
+def _remember(cps, start, end, value, cache, arena, state):
+    """Store a word's value; when the table is half full or the arena full, start over empty."""
+    length = end - start
+    if length > 64:
+        return                               # long tokens are rare; not worth the arena
+    if 2 * (state[1] + 1) > cache.shape[0] or state[0] + length > arena.shape[0]:
+        cache[:, 0] = 0
+        state[0] = 0
+        state[1] = 0
+    h = _word_hash(cps, start, end)
+    mask = np.uint64(cache.shape[0] - 1)
+    slot = h & mask
+    while cache[slot, 0] != 0:
+        slot = (slot + np.uint64(1)) & mask
+    at = state[0]
+    for k in range(length):
+        arena[at + k] = cps[start + k]
+    cache[slot, 0] = h
+    cache[slot, 1] = value
+    cache[slot, 2] = np.uint64(at)
+    cache[slot, 3] = np.uint64(length)
+    state[0] = at + length
+    state[1] += 1
+
+
+class WordCache:
+    """Word values (BLAKE2b) kept from batch to batch in one Python worker: a word is hashed once.
+
+    Open addressing over `slots` rows of (hash, value, arena offset, length); the
+    code points themselves live in `arena`. About 40 MB with the defaults.
+    """
+
+    def __init__(self, slots: int = 1 << 20, arena: int = 1 << 22):
+        self.table = np.zeros((slots, 4), dtype=np.uint64)
+        self.arena = np.zeros(arena, dtype=np.uint32)
+        self.state = np.zeros(2, dtype=np.int64)      # arena used, entries
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.table, self.arena, self.state
+
+
+@lru_cache(maxsize=1)
+def word_cache() -> WordCache:
+    return WordCache()
+
+
+@njit(inline="always")
+def _mix(x):
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True)
+def _utf8(cps, start, end, out):
+    """UTF-8 bytes of cps[start:end] into out; returns the length (no surrogates reach here)."""
+    k = 0
+    for i in range(start, end):
+        c = cps[i]
+        if c < 0x80:
+            out[k] = c
+            k += 1
+        elif c < 0x800:
+            out[k] = 0xC0 | (c >> 6)
+            out[k + 1] = 0x80 | (c & 0x3F)
+            k += 2
+        elif c < 0x10000:
+            out[k] = 0xE0 | (c >> 12)
+            out[k + 1] = 0x80 | ((c >> 6) & 0x3F)
+            out[k + 2] = 0x80 | (c & 0x3F)
+            k += 3
+        else:
+            out[k] = 0xF0 | (c >> 18)
+            out[k + 1] = 0x80 | ((c >> 12) & 0x3F)
+            out[k + 2] = 0x80 | ((c >> 6) & 0x3F)
+            out[k + 3] = 0x80 | (c & 0x3F)
+            k += 4
+    return k
+
+
+@njit(cache=True)
+def _values(cps, start, end, kind, is_word, is_text, values, buf, cache, arena, state):
+    """The feature members of one text: word values or code points (with single-space boundaries)."""
+    n = 0
+    if kind == KIND_WORD:
+        i = start
+        while i < end:
+            if is_word[cps[i]]:
+                j = i + 1
+                while j < end and is_word[cps[j]]:
+                    j += 1
+                value, found = _cached(cps, i, j, cache, arena, state)
+                if not found:
+                    if buf.shape[0] < 4 * (j - i):
+                        buf = np.empty(8 * (j - i), dtype=np.uint8)
+                    value = blake2b64(buf, _utf8(cps, i, j, buf))
+                    _remember(cps, i, j, value, cache, arena, state)
+                values[n] = value
+                n += 1
+                i = j
+            else:
+                i += 1
+    else:
+        gap = False
+        for i in range(start, end):
+            c = cps[i]
+            if is_text[c]:
+                if gap and n > 0:
+                    values[n] = 32
+                    n += 1
+                values[n] = c
+                n += 1
+                gap = False
+            else:
+                gap = True
+    return n, buf
+
+
+@njit(cache=True)
+def _bit_counts(hashes, m, counts):
+    """counts[b] = how many of hashes[:m] have bit b set.
+
+    Eight byte-wide lanes count bits j, j+8, .., j+56 of a hash in one addition
+    each (8 operations per hash instead of 64); lanes are emptied before a byte
+    could overflow.
+    """
+    counts[:] = 0
+    lanes = np.zeros(8, dtype=np.uint64)
+    ones = np.uint64(0x0101010101010101)
+    i = 0
+    while i < m:
+        stop = min(m, i + 255)
+        lanes[:] = 0
+        for t in range(i, stop):
+            h = hashes[t]
+            for j in range(8):
+                lanes[j] += (h >> np.uint64(j)) & ones
+        for j in range(8):
+            x = lanes[j]
+            for k in range(8):
+                counts[8 * k + j] += (x >> np.uint64(8 * k)) & np.uint64(0xFF)
+        i = stop
+
+
+@njit(cache=True)
+def _count_distinct(hashes, m, table):
+    """Distinct values among hashes[:m] with an open-addressing set (table: zeros, size a power of
+    two >= 2m; left zeroed again). The hashes are already mixed, so their low bits index well."""
+    mask = np.uint64(table.shape[0] - 1)
+    n = 0
+    has_zero = False
+    for i in range(m):
+        h = hashes[i]
+        if h == 0:
+            has_zero = True
+            continue
+        slot = h & mask
+        while table[slot] != 0 and table[slot] != h:
+            slot = (slot + np.uint64(1)) & mask
+        if table[slot] == 0:
+            table[slot] = h
+            n += 1
+    for i in range(m):                      # clear only what was set
+        slot = hashes[i] & mask
+        while table[slot] != 0:
+            table[slot] = 0
+            slot = (slot + np.uint64(1)) & mask
+    return n + (1 if has_zero else 0)
+
+
+@njit(cache=True)
+def fingerprint_batch(cps, offsets, kinds, ngrams, is_word, is_text, cache, arena, state):
+    """Per text i (cps[offsets[i]:offsets[i+1]], already case-folded): unsigned SimHash, distinct
+    features and feature occurrences. kinds[i] < 0 skips the text (0 features).
+    cache, arena, state: a WordCache's arrays (word values survive from batch to batch)."""
+    n_docs = offsets.shape[0] - 1
+    fps = np.zeros(n_docs, dtype=np.uint64)
+    distinct = np.zeros(n_docs, dtype=np.int64)
+    occurrences = np.zeros(n_docs, dtype=np.int64)
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    values = np.empty(2 * longest + 1, dtype=np.uint64)
+    hashes = np.empty(2 * longest + 1, dtype=np.uint64)
+    buf = np.empty(256, dtype=np.uint8)
+    counts = np.zeros(64, dtype=np.int64)
+    size = 1
+    while size < 2 * (2 * longest + 1):
+        size *= 2
+    table = np.zeros(size, dtype=np.uint64)
+    k_mul = np.uint64(0x9E3779B97F4A7C15)
+    for d in range(n_docs):
+        if kinds[d] < 0:
+            continue
+        nv, buf = _values(cps, offsets[d], offsets[d + 1], kinds[d], is_word, is_text, values, buf,
+                          cache, arena, state)
+        if nv == 0:
+            continue
+        g = ngrams[d]
+        if nv < g:
+            m = nv
+            for i in range(m):
+                hashes[i] = _mix(values[i])
+        else:
+            m = nv - g + 1
+            for i in range(m):
+                acc = values[i]
+                for k in range(1, g):
+                    acc = _mix(acc * k_mul + values[i + k])
+                hashes[i] = _mix(acc)
+        _bit_counts(hashes, m, counts)
+        fp = np.uint64(0)
+        for b in range(64):
+            if 2 * counts[b] - m > 0:
+                fp |= np.uint64(1) << np.uint64(b)
+        fps[d] = fp
+        occurrences[d] = m
+        distinct[d] = _count_distinct(hashes, m, table)
+    return fps, distinct, occurrences
+
+
+def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-32 code points of texts laid end to end, and the offsets of each (len + 1)."""
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
+    return cps, offsets
