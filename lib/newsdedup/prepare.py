@@ -116,6 +116,9 @@ class Preparer:
             return empty
 
 
+INT_COLUMNS = ("simhash", "n_features", "text_chars", "band_0", "band_1", "band_2", "band_3")
+
+
 def fingerprint(df: DataFrame, conf: "Config") -> DataFrame:
     """Compute URL/content/SimHash keys for every row with one Python pass (mapInPandas)."""
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -123,10 +126,11 @@ def fingerprint(df: DataFrame, conf: "Config") -> DataFrame:
         names = [f.name for f in PREPARED_SCHEMA.fields]
         for pdf in batches:
             rows = [prep.safe_row(r) for r in pdf.to_dict("records")]
-            out = pd.DataFrame(rows, columns=names)
-            for c in ("simhash", "n_features", "text_chars", "band_0", "band_1", "band_2", "band_3"):
-                out[c] = out[c].astype("Int64")
-            yield out
+            # Integer columns go straight to nullable Int64: built by pd.DataFrame(rows), a column
+            # with a null becomes float64 and every 64-bit SimHash in the batch loses its low bits,
+            # so stage 3 depended on which documents shared an Arrow batch (local vs cluster runs).
+            yield pd.DataFrame({n: pd.array([r[n] for r in rows], dtype="Int64") if n in INT_COLUMNS
+                                else [r[n] for r in rows] for n in names}, columns=names)
 
     cols = ["id", "published_at", *TEXT_COLUMNS]
     if "raw_published_at" in df.columns:
