@@ -91,6 +91,8 @@ def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config"
     else:
         now = datetime.now(timezone.utc)
     report = Report(run_id=resume or run_id or new_run_id())
+    if load_pg and not dry_run:
+        dsn = pg.resolve_dsn(conf, output, dsn)   # no DSN for an s3a output fails now, not after the cascade
     raw = read_input(spark, input_path)
     check_columns(raw)   # before anything is written under the output
     if state is None and not dry_run:
