@@ -42,6 +42,8 @@ def test_connectors_are_added_only_for_the_schemes_used(conf):
 @pytest.mark.parametrize("java_text, expected", [
     ("java.net.ConnectException: Connection refused ... Unable to execute HTTP request", "cannot reach the object store"),
     ("org.apache.hadoop.fs.s3a.auth.NoAuthWithAWSException: No AWS Credentials provided", "no credentials"),
+    ("java.nio.file.AccessDeniedException: s3a://b/x: org.apache.hadoop.fs.s3a.auth.NoAwsCredentialsException: "
+     "SimpleAWSCredentialsProvider: No AWS credentials in the Hadoop configuration", "no credentials"),
     ("AccessDeniedException: s3a://b/x: getFileStatus on ... 403 Forbidden", "access denied"),
     ("java.lang.ClassNotFoundException: Class org.apache.hadoop.fs.s3a.S3AFileSystem not found", "no Hadoop connector"),
     ("org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme \"s3a\"", "no Hadoop connector"),

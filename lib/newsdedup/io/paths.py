@@ -121,8 +121,10 @@ def describe_store_error(path: str, text: str) -> str | None:
     if "ClassNotFoundException" in text and "FileSystem" in text or "No FileSystem for scheme" in text:
         return (f"{where}no Hadoop connector for '{scheme(path)}://' on the classpath; add its jars "
                 f"(spark.packages / spark.scheme_packages in the config, or --packages under spark-submit)")
-    if any(k in text for k in ("NoAuthWithAWSException", "No AWS Credentials", "Unable to load credentials",
-                               "SdkClientException: Unable to load", "credentials provider")):
+    lowered = text.lower()
+    # S3A reports missing keys as an AccessDeniedException wrapping NoAwsCredentialsException: check first.
+    if any(k in lowered for k in ("noauthwithawsexception", "noawscredentialsexception", "no aws credentials",
+                                  "unable to load credentials", "credentials provider")):
         return (f"{where}no credentials for the object store; set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
                 f"or spark.hadoop.fs.s3a.access.key/secret.key (spark.extra in the config)")
     if any(k in text for k in ("AccessDenied", "403 Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch",

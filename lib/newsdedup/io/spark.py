@@ -75,6 +75,9 @@ def adaptive_defaults(conf: "Config") -> dict[str, str]:
         # Coalesce to the advisory size rather than to the most parallel split of tiny partitions.
         "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
         "spark.sql.adaptive.advisoryPartitionSizeInBytes": conf.spark.advisory_partition_size,
+        # The job caches its prepared documents and links; without this, cached plans keep all
+        # spark.sql.shuffle.partitions (a spark-submit run wrote the 37 sample rows as 35 files).
+        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
     }
 
 
