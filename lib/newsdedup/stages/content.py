@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -17,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from . import ExactKeyStage
+from .nfkc import nfkc
 
 if TYPE_CHECKING:
     from ..config import ContentConfig
@@ -59,7 +59,7 @@ def _mapped(text: str) -> str:
 
 def _canonical(text: str) -> str:
     """Mapped, NFKC, mapped again; whitespace not yet collapsed (line breaks survive)."""
-    return _mapped(unicodedata.normalize("NFKC", _mapped(text)))
+    return _mapped(nfkc(_mapped(text)))
 
 
 def normalize_text(text: str | None) -> str:
