@@ -65,3 +65,17 @@ def test_url_normalisation_is_idempotent(url, source):
         return
     twice = normalize_url(once.canonical, rules_for(URL_CONF, source, host_of(once.canonical)))
     assert (twice.canonical, twice.key) == (once.canonical, once.key)
+
+
+# ---------------------------------------------------------------- NFKC on the stretches that change
+
+from newsdedup.stages.nfkc import nfkc  # noqa: E402
+
+HANGUL_AND_MARKS = "\u1100\u1161\u11a8\uac00\uac01\u0301\u0300\u0323\u031b\u0344\u0958\u093c\u0b47\u0b3e\u0b57"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=st.one_of(st.sampled_from(SPECIAL + HANGUL_AND_MARKS), st.characters(codec="utf-8")),
+               max_size=40))
+def test_fast_nfkc_equals_unicodedata(text):
+    assert nfkc(text) == unicodedata.normalize("NFKC", text)

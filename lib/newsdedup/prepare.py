@@ -136,7 +136,7 @@ def _concat(parts: Sequence[dict[str, Any]], fields: Sequence[tuple[str, str]]) 
     """Row-by-row results (lists or arrays of one) as one batch of lists."""
     merged: dict[str, Any] = {}
     for name, _ in fields:
-        merged[name] = [None if part.get(f"{name}_valid", [True])[0] is False else _py(part[name][0])
+        merged[name] = [_py(part[name][0]) if bool(part.get(f"{name}_valid", [True])[0]) else None
                         for part in parts]
     return merged
 

@@ -75,7 +75,7 @@ def insert_links(spark: SparkSession, links: DataFrame, path: str) -> None:
     """Insert links not already present (by duplicate_id, canonical_id, stage): reruns add nothing."""
     links = links.select(*[F.col(f.name).cast(f.dataType) for f in LINKS_SCHEMA.fields]).dropDuplicates(list(LINK_KEY))
     if not exists(spark, path):   # a first run: nothing to merge with, so append instead of MERGE
-        DeltaTable.createIfNotExists(spark).location(path).addColumns(LINKS_SCHEMA).execute()
+        spark.createDataFrame([], LINKS_SCHEMA).write.format("delta").save(path)
         links.write.format("delta").mode("append").save(path)
         return
     cond = " AND ".join(f"t.{k} = s.{k}" for k in LINK_KEY)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+from numba import njit
 
 from . import ExactKeyStage
+from .nfkc import nfkc
 
 if TYPE_CHECKING:
     from ..config import ContentConfig
@@ -43,8 +44,6 @@ _MAPPED = re.compile("[" + "".join(re.escape(c) for c in sorted(
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
-_BENGALI = (0x0980, 0x09FF)
-_LATIN = ((0x41, 0x5A), (0x61, 0x7A), (0xC0, 0x24F))
 
 
 def clean_invalid(text: str) -> str:
@@ -60,7 +59,7 @@ def _mapped(text: str) -> str:
 
 def _canonical(text: str) -> str:
     """Mapped, NFKC, mapped again; whitespace not yet collapsed (line breaks survive)."""
-    return _mapped(unicodedata.normalize("NFKC", _mapped(text)))
+    return _mapped(nfkc(_mapped(text)))
 
 
 def normalize_text(text: str | None) -> str:
@@ -167,21 +166,26 @@ def language(bengali: int, latin: int, hint: str | None = None) -> str:
     return "bn" if bengali >= latin else "en"
 
 
+@njit(cache=True)
+def _script_counts(cps, offsets):
+    n = offsets.shape[0] - 1
+    bengali = np.zeros(n, dtype=np.int64)
+    latin = np.zeros(n, dtype=np.int64)
+    for d in range(n):
+        for i in range(offsets[d], offsets[d + 1]):
+            c = cps[i]
+            if 0x0980 <= c <= 0x09FF:
+                bengali[d] += 1
+            elif 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A or 0xC0 <= c <= 0x24F:
+                latin[d] += 1
+    return bengali, latin
+
+
 def script_counts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(Bengali-block characters, Latin letters) per text, for a whole batch at once."""
-    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
-    ends = np.cumsum(lengths)
-    cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
-
-    def per_text(mask: np.ndarray) -> np.ndarray:
-        running = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
-        return running[ends] - running[ends - lengths]
-
-    bengali = (cps >= _BENGALI[0]) & (cps <= _BENGALI[1])
-    latin = np.zeros(len(cps), dtype=bool)
-    for lo, hi in _LATIN:
-        latin |= (cps >= lo) & (cps <= hi)
-    return per_text(bengali), per_text(latin)
+    """(Bengali-block characters, Latin letters: A-Z, a-z, U+00C0-U+024F) per text, a batch at once."""
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+    return _script_counts(np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32), offsets)
 
 
 def detect_language(text: str, hint: str | None = None) -> str:

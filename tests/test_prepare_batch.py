@@ -1,0 +1,55 @@
+"""prepare_batch without Spark: one Arrow batch in, the stages' keys out; a failing row fails alone."""
+
+import pyarrow as pa
+
+from newsdedup.config import load_config
+from newsdedup.io.input import TEXT_COLUMNS
+from newsdedup.prepare import Keys, prepare_batch
+from newsdedup.stages.content import ContentKeys
+
+BODY = " ".join(f"word{i} story{i % 7}" for i in range(60))
+
+
+def batch(rows):
+    cols = {}
+    for c in TEXT_COLUMNS:
+        cols[c] = pa.array([r.get(c) for r in rows], pa.string())
+        cols[f"{c}_raw"] = pa.array([r.get(f"{c}_raw") for r in rows], pa.binary())
+    cols["published_at_missing"] = pa.array([r.get("missing", False) for r in rows])
+    cols["raw_published_at"] = pa.array([r.get("raw_ts") for r in rows], pa.string())
+    return list(cols.values()), list(cols)
+
+
+class Exploding(ContentKeys):
+    def key(self, title, body, html, flags):
+        if title == "boom":
+            raise RuntimeError("bad row")
+        return super().key(title, body, html, flags)
+
+
+def test_a_failing_row_is_reported_and_the_others_keep_their_keys():
+    conf = load_config()
+    keys = Keys(conf)
+    keys.content = Exploding(conf.content, conf.input.max_text_chars)
+    rows = [{"url": "https://e.com/a", "title": "A", "body": BODY, "source": "x"},
+            {"url": "https://e.com/b", "title": "boom", "body": BODY},
+            {"url": "https://e.com/c", "title": "C", "body": "too short", "missing": True, "raw_ts": " soon "},
+            {"url_raw": b"https://e.com/caf\xe9", "title": "D", "body_raw": b"\xff" + BODY.encode()}]
+    arrays, names = batch(rows)
+    out = prepare_batch(keys, arrays, names).to_pylist()
+    assert [r["prepare_error"] for r in out] == [None, "RuntimeError: bad row", None, None]
+    assert out[0]["simhash"] is not None and out[0]["n_features"] >= 8 and out[0]["url_key"] == "https://e.com/a"
+    assert out[2]["simhash"] is None and out[2]["n_features"] == 1          # "c too short": one 3-shingle, below min_features
+    assert out[2]["flags"] == ["unparseable_published_at:soon"]
+    assert out[3]["url_fixed"] == "https://e.com/caf%E9" and out[3]["body_fixed"].startswith("\ufffd")
+    assert out[3]["flags"] == ["invalid_utf8:url", "invalid_utf8:body"]
+    assert out[1]["simhash"] is None and out[1]["content_hash"] is None
+
+
+def test_a_batch_without_failures_matches_row_by_row_results():
+    keys = Keys(load_config())
+    rows = [{"url": f"https://e.com/{i}", "title": f"T{i}", "body": BODY + f" extra{i}" * i} for i in range(5)]
+    arrays, names = batch(rows)
+    whole = prepare_batch(keys, arrays, names).to_pylist()
+    single = [prepare_batch(keys, [a.slice(i, 1) for a in arrays], names).to_pylist()[0] for i in range(5)]
+    assert whole == single
