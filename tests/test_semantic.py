@@ -89,11 +89,15 @@ def test_rerun_reuses_stored_vectors(first_run, spark, conf, archive):
     assert report.counts["semantic.embedded"] == 0 and report.counts["semantic.reused_vectors"] == 8
 
 
-def test_window_and_threshold_both_matter(first_run, spark, conf, archive):
-    """Widen the window and the rematch joins the derby cluster: the threshold alone is not enough."""
-    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8), first_run[0])
+def test_window_threshold_and_number_guard_all_matter(first_run, spark, conf, archive):
+    """Widen the window and turn the number guard off, and the rematch (1-0, a week later) joins the
+    derby (2-1): the threshold alone is not enough. With the guard on, the scores keep it apart."""
+    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8, number_guard=None), first_run[0])
     assert (6, 3) in wide and (8, 7) in wide
     assert 5 not in {d for d, _ in wide}  # another game stays apart on score alone
+    guarded, report = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8), first_run[0])
+    assert (8, 7) in guarded and 6 not in {d for d, _ in guarded}
+    assert report.counts["semantic.number_guard_dropped"] >= 1
 
 
 def test_vectors_of_different_model_versions_are_never_compared(spark):

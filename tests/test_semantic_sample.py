@@ -6,15 +6,16 @@ Real Spark, real all-MiniLM-L6-v2 (the packaged fallback: BGE-M3 weights are abs
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import timedelta
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from newsdedup import cascade, cli, clustering
+from newsdedup import cli, clustering, job
 from newsdedup.config import load_config
-from newsdedup.job import Report
+from newsdedup.io import store
 from newsdedup.lab import calibrate
 from newsdedup.stages import embeddings as emb
 from newsdedup.stages.semantic_search import number_tokens, numbers_conflict
@@ -26,18 +27,18 @@ PAIRS = REPO / "samples" / "semantic_pairs.jsonl"
 
 
 @pytest.fixture(scope="module")
-def sample_run(spark, conf):
-    """The cascade on the sample with the default stage-4 settings (only CPU sizing changed)."""
+def sample_run(spark, conf, tmp_path_factory):
+    """The job on the sample with the default stage-4 settings (only CPU sizing changed), Delta only."""
     c = conf.with_overrides({"semantic": {"enabled": True, "device": "cpu", "batch_size": 16, "embed_partitions": 1}})
-    report = Report(run_id="sample")
-    result = cascade.run_cascade(spark, spark.read.parquet(str(SAMPLE)), c, report)
-    docs = {r.id: r for r in result.documents.select("id", "lang", "title", "body").collect()}
-    links = [r.asDict() for r in result.links.collect()]
-    return docs, links, report
+    out = str(tmp_path_factory.mktemp("sample_out"))
+    report = job.run(spark, str(SAMPLE), out, c, load_pg=False)
+    docs = {r.id: r for r in store.read(spark, out, "documents").select("id", "lang", "title", "body").collect()}
+    links = [r.asDict() for r in store.read(spark, out, "duplicate_links").collect()]
+    return docs, links, report, out
 
 
 def test_the_english_only_model_links_no_bangla_article(sample_run):
-    docs, links, report = sample_run
+    docs, links, report, _ = sample_run
     semantic = [x for x in links if x["stage"] == "semantic"]
     assert semantic, "stage 4 runs by default and finds the edited copies stages 1-3 missed"
     assert all(docs[x[k]].lang == "en" for x in semantic for k in ("duplicate_id", "canonical_id"))
@@ -51,7 +52,7 @@ def test_the_english_only_model_links_no_bangla_article(sample_run):
 def test_two_reports_of_two_different_games_do_not_link(sample_run):
     """The sample's derby (2-1) and the Kings game (3-0), six hours apart: at the calibrated threshold
     their cosine passes, and the number guard is what keeps them apart."""
-    docs, links, report = sample_run
+    docs, links, report, _ = sample_run
     derby = min(i for i, d in docs.items() if (d.title or "").startswith("Abahani beat Mohammedan"))
     kings = min(i for i, d in docs.items() if (d.title or "").startswith("Bashundhara Kings beat"))
     groups = {x["duplicate_id"]: x["canonical_id"] for x in links}
@@ -69,6 +70,28 @@ def test_no_semantic_skips_stage_4(spark, tmp_path, capsys):
     code = cli.main(["run", "--input", str(SAMPLE), "--output", str(tmp_path / "o"), "--dry-run", "--no-semantic"])
     out = capsys.readouterr().out
     assert code == 0 and "links.simhash" in out and "links.semantic" not in out
+
+
+def test_the_notebook_runs_against_the_sample_output(sample_run, tmp_path, monkeypatch):
+    """A copy of notebooks/explore_links.ipynb (committed without outputs) executed with nbclient."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    source = REPO / "notebooks" / "explore_links.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    assert all(not cell.get("outputs") and cell.get("execution_count") is None
+               for cell in nb.cells if cell.cell_type == "code"), "commit the notebook with outputs stripped"
+    shutil.copy(source, tmp_path / "explore_links.ipynb")
+    nb = nbformat.read(tmp_path / "explore_links.ipynb", as_version=4)
+    monkeypatch.setenv("NEWSDEDUP_OUTPUT", sample_run[3])
+    NotebookClient(nb, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2   # links per day, score histograms
+    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert f"stage 4: {VERSION}" in text
+    assert "semantic" in text and "simhash" in text
 
 
 # ---------------------------------------------------------------- week-long chains

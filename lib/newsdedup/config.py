@@ -204,7 +204,7 @@ class SemanticConfig:
     # A pair whose texts both state numbers and share less than this fraction of the
     # shorter list is not linked; null: off.
     number_guard: Optional[float] = 0.6
-    block_size: int = 4096
+    block_size: int = 16384
     max_iterations: int = 30
     pair_chunk: int = 512
     backfill_batch: int = 10000
