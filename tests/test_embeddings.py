@@ -171,8 +171,13 @@ def test_a_model_version_without_calibrated_thresholds_is_refused_unless_given(c
         emb.resolve(load_config(overrides={"semantic": sem}).semantic)
     explicit = emb.resolve(load_config(overrides={"semantic": {**sem, "thresholds": {"same_language": 0.7}}}).semantic)
     assert explicit.thresholds.same_language == 0.7 and explicit.thresholds_source == "explicit"
-    with pytest.raises(ConfigError, match="semantic.models: no entry for model_version 'e5@1'"):
-        emb.resolve(load_config(overrides={"semantic": {**sem, "model_version": "e5@1"}}).semantic)
+    # The packaged model's weights under another tag are still all-MiniLM-L6-v2 (found by path) ...
+    assert emb.resolve(load_config(overrides={"semantic": {**sem, "model_version": "e5@1"}}).semantic,
+                       with_thresholds=False).spec_key == "all-MiniLM-L6-v2"
+    # ... an unknown model must declare its languages first.
+    (tmp_path / "e5-small").mkdir()
+    with pytest.raises(ConfigError, match="semantic.models: no entry for model_version 'e5-small@unpinned'"):
+        emb.resolve(load_config(overrides={"semantic": {"model": str(tmp_path / "e5-small")}}).semantic)
     # The command line: one line, exit code 2, before any Spark work (the input does not even exist).
     bad = tmp_path / "c.yaml"
     bad.write_text(f"semantic:\n  model: {MODEL_DIR}\n  model_version: all-MiniLM-L6-v2@retrained\n")

@@ -72,6 +72,7 @@ def test_no_semantic_skips_stage_4(spark, tmp_path, capsys):
     assert code == 0 and "links.simhash" in out and "links.semantic" not in out
 
 
+@pytest.mark.slow
 def test_the_notebook_runs_against_the_sample_output(sample_run, tmp_path, monkeypatch):
     """A copy of notebooks/explore_links.ipynb (committed without outputs) executed with nbclient."""
     import nbformat

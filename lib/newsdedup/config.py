@@ -220,13 +220,13 @@ class SemanticConfig:
             value = getattr(self, name)
             _check(value is None or value > 0, f"{key}.{name}", value, "a positive number")
 
-    def model_spec(self, version: str, model: str | None = None) -> tuple[str, ModelSpec]:
-        """(key, spec) of semantic.models for a model_version ('<name>@<tag>') or a model name/path.
+    def model_spec(self, version: str, *models: str) -> tuple[str, ModelSpec]:
+        """(key, spec) of semantic.models for a model_version ('<name>@<tag>') or model names/paths.
 
         Keys match by full name or by their last path part, case-insensitively, so
         'BAAI/bge-m3' also describes a local copy in a directory named bge-m3.
         """
-        names = [version.rsplit("@", 1)[0]] + ([model] if model else [])
+        names = [version.rsplit("@", 1)[0]] + [m for m in models if m]
         tails = [Path(str(n).rstrip("/")).name.lower() for n in names]
         for k, spec in self.models.items():
             if k in names or k.rsplit("/", 1)[-1].lower() in tails:

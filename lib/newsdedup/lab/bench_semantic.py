@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-size", type=int, help="default: semantic.block_size")
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--verify", type=int, default=2000, help="also check this size against brute force (0: skip)")
+    p.add_argument("--verify-block-size", type=int, default=512, help="small blocks, so that the check crosses them")
     p.add_argument("--out", default="docs/benchmarks_semantic.md")
     p.add_argument("--conf")
     args = p.parse_args(argv)
@@ -162,13 +163,19 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m newsdedup.lab.bench_semantic " + " ".join(sys.argv[1:] if argv is None else argv)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Spark master {spark.sparkContext.master}"
     results = []
-    if args.verify:
-        results.append(bench_one(spark, sem, args.verify, args.dim, args.threshold, verify=True))
-    for n in (int(x) for x in args.sizes.split(",")):
-        results.append(bench_one(spark, sem, n, args.dim, args.threshold, verify=False))
+
+    def save() -> None:   # rewritten after every size, so that a long run leaves a report behind
         print(markdown(results, command, machine), flush=True)
         with open(args.out, "w", encoding="utf-8") as fh:
             fh.write(markdown(results, command, machine))
+
+    if args.verify:
+        small = dataclasses.replace(sem, block_size=args.verify_block_size)
+        results.append(bench_one(spark, small, args.verify, args.dim, args.threshold, verify=True))
+        save()
+    for n in (int(x) for x in args.sizes.split(",") if x):
+        results.append(bench_one(spark, sem, n, args.dim, args.threshold, verify=False))
+        save()
     return 0
 
 

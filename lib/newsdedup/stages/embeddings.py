@@ -119,6 +119,22 @@ def packaged_model(dist: str) -> tuple[str, str]:
     return str(module.get_model_path()), f"{name}@gt-{version}"
 
 
+def packaged_names(path: str) -> list[str]:
+    """The model names of installed model packages whose weights live at path (else nothing)."""
+    local = Path(path).expanduser()
+    if not local.is_dir():
+        return []
+    names = []
+    for dist, name in PACKAGED_MODELS.items():
+        try:
+            module = importlib.import_module(dist.replace("-", "_"))
+        except ImportError:
+            continue
+        if Path(module.get_model_path()).resolve() == local.resolve():
+            names.append(name)
+    return names
+
+
 def thresholds_for(sem: "SemanticConfig", version: str, spec_key: str,
                    spec: "ModelSpec") -> tuple["SemanticThresholds", str]:
     """The thresholds of a model_version and where they come from; refuses an uncalibrated version."""
@@ -159,7 +175,7 @@ def resolve(sem: "SemanticConfig", with_thresholds: bool = True) -> ResolvedMode
     fallback = fallback and bool(sem.fallback_model)
     version = model_version(run_sem)
     run_sem = dataclasses.replace(run_sem, model_version=version)
-    key, spec = sem.model_spec(version, run_sem.model)
+    key, spec = sem.model_spec(version, run_sem.model, *packaged_names(run_sem.model))
     thr, source = thresholds_for(sem, version, key, spec) if with_thresholds else (None, "")
     return ResolvedModel(run_sem, version, key, spec, thr, source, fallback)
 

@@ -83,17 +83,24 @@ def block_pairs(ids: np.ndarray, ts: np.ndarray, langs: np.ndarray, vecs: np.nda
         return []
     same_block = bool(np.all(in_a & in_b))
     cross = np.inf if cross_thr is None else cross_thr
-    vb, tb, lb = vecs[rows_b], ts[rows_b], langs[rows_b]
+    # Integer language codes: comparing object arrays element by element is slower than the dot products.
+    codes = np.unique(langs.astype(str), return_inverse=True)[1]
+    vb, tb, lb = vecs[rows_b], ts[rows_b], codes[rows_b]
+    one_lang = len(np.unique(codes)) == 1
     out: list[tuple[int, int, float]] = []
     for start in range(0, len(rows_a), int(chunk)):
         rows = rows_a[start:start + int(chunk)]
-        sims = vecs[rows] @ vb.T
-        ok = np.abs(ts[rows, None] - tb[None, :]) <= window_s
-        ok &= sims >= np.where(langs[rows, None] == lb[None, :], same_thr, cross)
+        # A block against itself: columns before this slice were paired with it already.
+        first = start if same_block else 0
+        cols = rows_b[first:]
+        sims = vecs[rows] @ vb[first:].T
+        ok = sims >= same_thr if one_lang else \
+            sims >= np.where(codes[rows, None] == lb[None, first:], same_thr, cross)
+        ok &= np.abs(ts[rows, None] - tb[None, first:]) <= window_s
         if same_block:
-            ok &= rows[:, None] < rows_b[None, :]
+            ok &= rows[:, None] < cols[None, :]
         for hr, hc in zip(*np.nonzero(ok)):
-            r, c = rows[hr], rows_b[hc]
+            r, c = rows[hr], cols[hc]
             i, j = (r, c) if (ts[r], ids[r]) <= (ts[c], ids[c]) else (c, r)
             out.append((int(ids[i]), int(ids[j]), float(min(1.0, sims[hr, hc]))))
     return out
