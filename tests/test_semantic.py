@@ -66,7 +66,7 @@ def test_stage_links_paraphrases_and_keeps_hard_negatives_apart(first_run, spark
     assert report.counts["semantic.embedded"] == 8
     assert report.counts["semantic.language_not_covered"] == 0
     assert any(f"model_version={VERSION}" in n for n in report.notes)
-    assert any("without title or body" in n for n in report.notes)
+    assert any("without body text" in n for n in report.notes)
 
     stored = store.read(spark, out, "embeddings")
     assert stored.count() == 8

@@ -52,9 +52,14 @@ def _blank_to_null(c: Column) -> Column:
 
 
 def with_text(docs: DataFrame, max_chars: int) -> DataFrame:
-    """Adds text (title, newline, body; trimmed, cut to max_chars; '' when both are blank) and text_hash."""
-    text = F.substring(F.concat_ws("\n", _blank_to_null(F.col("title")), _blank_to_null(F.col("body"))),
-                       1, int(max_chars))
+    """Adds text (title, newline, body; trimmed, cut to max_chars) and text_hash.
+
+    text is '' when the body is blank: like stages 2-3, a page without body (two
+    "Live updates" shells) must not collapse into one on its title alone.
+    """
+    body = _blank_to_null(F.col("body"))
+    text = F.when(body.isNotNull(), F.substring(F.concat_ws("\n", _blank_to_null(F.col("title")), body),
+                                                1, int(max_chars))).otherwise(F.lit(""))
     return docs.withColumn("text", text).withColumn("text_hash", F.sha2(F.col("text"), 256))
 
 
@@ -163,7 +168,7 @@ class SemanticStage:
         report.counts["semantic.no_published_at"] = n_undated
         report.counts["semantic.language_not_covered"] = n_uncovered
         if n_empty:
-            notes.append(f"semantic: {n_empty} document(s) without title or body text were not embedded")
+            notes.append(f"semantic: {n_empty} document(s) without body text were not embedded")
         if n_undated:
             notes.append(f"semantic: {n_undated} document(s) without published_at have no time window; "
                          "stage 4 skipped them")
