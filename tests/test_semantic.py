@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from newsdedup.stages import embeddings as emb
 from newsdedup import cli
 from newsdedup.io import store
-from newsdedup.stages import StageContext, semantic
+from newsdedup.stages import StageContext, semantic, semantic_search
 from newsdedup.job import Report
 
 from semantic_data import DOC_SCHEMA, SEM, SEM_CONF, T0, VERSION, doc
@@ -64,7 +64,9 @@ def test_stage_links_paraphrases_and_keeps_hard_negatives_apart(first_run, spark
     assert all(r.stage == "semantic" and 0.8 <= r.score <= 1.0 for r in links.values())
     assert report.counts["semantic.no_text"] == 1
     assert report.counts["semantic.embedded"] == 8
-    assert any("without title or body" in n for n in report.notes)
+    assert report.counts["semantic.language_not_covered"] == 0
+    assert any(f"model_version={VERSION}" in n for n in report.notes)
+    assert any("without body text" in n for n in report.notes)
 
     stored = store.read(spark, out, "embeddings")
     assert stored.count() == 8
@@ -72,10 +74,12 @@ def test_stage_links_paraphrases_and_keeps_hard_negatives_apart(first_run, spark
     assert stored.select(F.size("embedding")).distinct().first()[0] == 384
 
 
-def test_without_output_nothing_is_stored_and_oversize_buckets_are_noted(spark, conf, archive, tmp_path):
-    links, report = run_stage(spark, archive, conf_with(conf, max_bucket=1, window_hours=24 * 30), None)
-    assert links == {} and report.counts["semantic.embedded"] == 8
-    assert any("over semantic.max_bucket=1 were skipped" in n for n in report.notes)
+def test_small_blocks_find_the_same_links_and_nothing_is_stored_without_output(first_run, spark, conf, archive):
+    """Blocks of 2 documents: the buckets are compared block against block, none is skipped."""
+    links, report = run_stage(spark, archive, conf_with(conf, block_size=2), None)
+    assert set(links) == set(first_run[1])
+    assert report.counts["semantic.embedded"] == 8
+    assert report.counts["semantic.search_tasks"] > report.counts["semantic.embedded"] // 2
 
 
 def test_rerun_reuses_stored_vectors(first_run, spark, conf, archive):
@@ -85,11 +89,15 @@ def test_rerun_reuses_stored_vectors(first_run, spark, conf, archive):
     assert report.counts["semantic.embedded"] == 0 and report.counts["semantic.reused_vectors"] == 8
 
 
-def test_window_and_threshold_both_matter(first_run, spark, conf, archive):
-    """Widen the window and the rematch joins the derby cluster: the threshold alone is not enough."""
-    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8), first_run[0])
+def test_window_threshold_and_number_guard_all_matter(first_run, spark, conf, archive):
+    """Widen the window and turn the number guard off, and the rematch (1-0, a week later) joins the
+    derby (2-1): the threshold alone is not enough. With the guard on, the scores keep it apart."""
+    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8, number_guard=None), first_run[0])
     assert (6, 3) in wide and (8, 7) in wide
     assert 5 not in {d for d, _ in wide}  # another game stays apart on score alone
+    guarded, report = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8), first_run[0])
+    assert (8, 7) in guarded and 6 not in {d for d, _ in guarded}
+    assert report.counts["semantic.number_guard_dropped"] >= 1
 
 
 def test_vectors_of_different_model_versions_are_never_compared(spark):
@@ -97,7 +105,7 @@ def test_vectors_of_different_model_versions_are_never_compared(spark):
         [(1, T0, "en", VERSION, [1.0, 0.0]), (2, T0, "en", "BAAI/bge-m3@unpinned", [1.0, 0.0])],
         "id long, published_at timestamp, lang string, model_version string, embedding array<float>")
     with pytest.raises(emb.ModelVersionMismatch, match="different model versions"):
-        semantic.semantic_edges(meta, SEM_CONF)
+        semantic_search.semantic_edges(meta, SEM_CONF, 0.8, None)
 
 
 def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf, tmp_path, capsys):

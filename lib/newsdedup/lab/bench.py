@@ -383,6 +383,8 @@ def markdown(b: Bench) -> str:
                  "Jaccard distance < 0.5); a run over the time limit is cancelled and its elapsed time is a lower "
                  "bound.")
     parts += [f"Note: {n}" for n in b.notes]
+    parts.append("Stage 4 is not part of this bench; its search is benched by `python -m newsdedup.lab.bench_semantic` "
+                 "(docs/benchmarks_semantic.md).")
     for r in b.sizes:
         parts += [f"Note (n={r.n:,}): {n}" for n in r.notes]
     return "\n".join(parts) + "\n"

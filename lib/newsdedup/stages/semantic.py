@@ -3,11 +3,11 @@
 Survivors of stages 1-3 are embedded on the executors (mapInPandas, one model
 per Python worker, GPU when Spark assigned one to the task), the vectors are
 kept in the Delta table <output>/embeddings tagged with their model_version,
-and candidates are searched only inside a time window: each document is
-placed in a bucket of window_hours and compared, with one matrix product per
-bucket, against its own bucket and the previous one, then filtered exactly on
-|published_at difference| <= window_hours. Pairs at or above the cosine
-threshold are clustered like stage 3, so the earliest document is canonical.
+and candidates are searched only inside a time window (semantic_search: exact
+cosine, block against block). Only documents in a language the model covers
+are embedded. Each document links to the earliest document it is directly
+similar to that is not itself a duplicate (clustering.earliest_canonicals),
+so links never chain through intermediate days.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Iterator
 
-import numpy as np
 import pandas as pd
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -27,6 +26,7 @@ from ..clustering import order_key
 from ..io import store
 from . import StageResult
 from . import embeddings as emb
+from . import semantic_search as search
 
 if TYPE_CHECKING:
     from ..config import SemanticConfig
@@ -39,7 +39,6 @@ EMBEDDINGS_SCHEMA = T.StructType([
     T.StructField("embedding", T.ArrayType(T.FloatType()), False),
     T.StructField("embedded_at", T.TimestampType(), False),
 ])
-EDGE_SCHEMA = "a long, b long, score double"
 
 def embeddings_path(output: str | None) -> str | None:
     return store.table_path(output, EMBEDDINGS_TABLE) if output else None
@@ -53,9 +52,14 @@ def _blank_to_null(c: Column) -> Column:
 
 
 def with_text(docs: DataFrame, max_chars: int) -> DataFrame:
-    """Adds text (title, newline, body; trimmed, cut to max_chars; '' when both are blank) and text_hash."""
-    text = F.substring(F.concat_ws("\n", _blank_to_null(F.col("title")), _blank_to_null(F.col("body"))),
-                       1, int(max_chars))
+    """Adds text (title, newline, body; trimmed, cut to max_chars) and text_hash.
+
+    text is '' when the body is blank: like stages 2-3, a page without body (two
+    "Live updates" shells) must not collapse into one on its title alone.
+    """
+    body = _blank_to_null(F.col("body"))
+    text = F.when(body.isNotNull(), F.substring(F.concat_ws("\n", _blank_to_null(F.col("title")), body),
+                                                1, int(max_chars))).otherwise(F.lit(""))
     return docs.withColumn("text", text).withColumn("text_hash", F.sha2(F.col("text"), 256))
 
 
@@ -131,78 +135,6 @@ def vectors_for(spark: SparkSession, texts: DataFrame, sem: "SemanticConfig", ve
     return reused.unionByName(fresh.select(*cols)), n_fresh, reused.count()
 
 
-# ---------------------------------------------------------------- candidate search
-
-def window_pairs(ids: np.ndarray, ts: np.ndarray, langs: np.ndarray, home: np.ndarray, vecs: np.ndarray,
-                 window_s: float, same_thr: float, cross_thr: float, chunk: int = 512) -> list[tuple[int, int, float]]:
-    """Pairs of one bucket group at or above threshold and at most window_s apart.
-
-    The group holds the documents of bucket k (home) and of bucket k-1 (guests).
-    A pair is scored here when at least one side is home (two guests meet in
-    their own bucket); two home documents are taken once (i < j). Returns
-    (a, b, cosine) with a earlier than b. vecs must be unit length.
-    """
-    n = len(ids)
-    if n < 2:
-        return []
-    home_idx = np.flatnonzero(home)
-    out: list[tuple[int, int, float]] = []
-    for start in range(0, len(home_idx), int(chunk)):
-        rows = home_idx[start:start + int(chunk)]
-        sims = vecs[rows] @ vecs.T
-        close = np.abs(ts[rows, None] - ts[None, :]) <= window_s
-        thr = np.where(langs[rows, None] == langs[None, :], same_thr, cross_thr)
-        once = ~home[None, :] | (rows[:, None] < np.arange(n)[None, :])
-        hit_r, hit_c = np.nonzero(close & once & (sims >= thr))
-        for hr, c in zip(hit_r, hit_c):
-            r = rows[hr]
-            i, j = (r, c) if (ts[r], ids[r]) <= (ts[c], ids[c]) else (c, r)
-            out.append((int(ids[i]), int(ids[j]), float(min(1.0, sims[hr, c]))))
-    return out
-
-
-def _bucketed(meta: DataFrame, window_s: int) -> DataFrame:
-    """Each document under its own bucket key (home) and the next one (guest)."""
-    ts = F.col("published_at").cast("long")
-    return (meta.withColumn("ts", ts).withColumn("bucket", F.floor(ts / F.lit(window_s)).cast("long"))
-            .select("id", "ts", F.coalesce("lang", F.lit("")).alias("lang"), "embedding", "bucket",
-                    F.posexplode(F.array(F.col("bucket"), F.col("bucket") + 1)).alias("guest", "key"))
-            .select("id", "ts", "lang", "embedding", "key", (F.col("guest") == 0).alias("home")))
-
-
-def semantic_edges(meta: DataFrame, sem: "SemanticConfig") -> tuple[DataFrame, list]:
-    """Edges (a, b, score) among documents (id, published_at, lang, model_version, embedding).
-
-    Refuses vectors of more than one model_version. Returns (edges, oversize
-    buckets as rows of bucket, n): buckets over semantic.max_bucket are left out.
-    """
-    versions = [r[0] for r in meta.select("model_version").distinct().limit(5).collect()]
-    if not versions:
-        return meta.sparkSession.createDataFrame([], EDGE_SCHEMA), []
-    emb.require_same_version(versions, "embeddings")
-    window_s = int(float(sem.window_hours) * 3600)
-    bucket = F.floor(F.col("published_at").cast("long") / F.lit(window_s)).cast("long")
-    dated = meta.where(F.col("published_at").isNotNull()).withColumn("bucket", bucket)
-    sizes = dated.groupBy("bucket").agg(F.count("*").alias("n"))
-    # Few rows (one per skipped 48h bucket): kept on the driver.
-    oversize = sizes.where(F.col("n") > int(sem.max_bucket)).collect()
-    # Documents of an oversize bucket are left out everywhere, so no group exceeds 2 x max_bucket.
-    kept = dated.where(~F.col("bucket").isin([r["bucket"] for r in oversize])).drop("bucket")
-    grouped = _bucketed(kept, window_s)
-    same_thr, cross_thr = sem.thresholds.same_language, sem.thresholds.cross_language
-    chunk = int(sem.pair_chunk)
-
-    def score(pdf: pd.DataFrame) -> pd.DataFrame:
-        pairs = window_pairs(pdf["id"].to_numpy(), pdf["ts"].to_numpy(dtype=np.float64),
-                             pdf["lang"].to_numpy(dtype=object), pdf["home"].to_numpy(dtype=bool),
-                             np.stack(pdf["embedding"].to_numpy()).astype(np.float32),
-                             window_s, same_thr, cross_thr, chunk)
-        return pd.DataFrame(pairs, columns=["a", "b", "score"])
-
-    edges = grouped.groupBy("key").applyInPandas(score, EDGE_SCHEMA)
-    return edges, oversize
-
-
 # ---------------------------------------------------------------- the stage
 
 class SemanticStage:
@@ -215,41 +147,52 @@ class SemanticStage:
     name = "semantic"
 
     def run(self, ctx, unresolved: DataFrame) -> StageResult:
-        spark, report, sem = ctx.spark, ctx.report, ctx.conf.semantic
-        version = emb.model_version(sem)
+        spark, report = ctx.spark, ctx.report
+        model = emb.resolve(ctx.conf.semantic)   # before any work: an uncalibrated version is refused
+        sem, version, spec = model.sem, model.version, model.spec
+        notes = [model.describe()]
         # published_at from unresolved: the cascade's order date (null when implausible: no time window).
         candidates = with_text(unresolved.select("id", "published_at").join(
             ctx.documents.select("id", "lang", "title", "body"), "id"), sem.max_chars)
-        candidates = clustering.cut_lineage(candidates.drop("title", "body"))
-        texts = candidates.where((F.col("text") != "") & F.col("published_at").isNotNull())
+        candidates = clustering.cut_lineage(candidates.drop("title", "body")
+                                            .withColumn("numbers", search.number_column("text")))
+        has_text, dated = F.col("text") != "", F.col("published_at").isNotNull()
+        covered = F.coalesce(F.col("lang").isin(list(spec.languages)), F.lit(False))
+        texts = candidates.where(has_text & dated & covered)
 
         row = candidates.agg(
-            F.sum((F.col("text") == "").cast("int")).alias("empty"),
-            F.sum(((F.col("text") != "") & F.col("published_at").isNull()).cast("int")).alias("undated")).first()
-        n_empty, n_undated = int(row["empty"] or 0), int(row["undated"] or 0)
+            F.sum((~has_text).cast("int")).alias("empty"),
+            F.sum((has_text & ~dated).cast("int")).alias("undated"),
+            F.sum((has_text & dated & ~covered).cast("int")).alias("uncovered")).first()
+        n_empty, n_undated, n_uncovered = (int(row[k] or 0) for k in ("empty", "undated", "uncovered"))
         report.counts["semantic.no_text"] = n_empty
         report.counts["semantic.no_published_at"] = n_undated
-        notes = []
+        report.counts["semantic.language_not_covered"] = n_uncovered
         if n_empty:
-            notes.append(f"semantic: {n_empty} document(s) without title or body text were not embedded")
+            notes.append(f"semantic: {n_empty} document(s) without body text were not embedded")
         if n_undated:
             notes.append(f"semantic: {n_undated} document(s) without published_at have no time window; "
                          "stage 4 skipped them")
+        if n_uncovered:
+            langs = sorted(str(r[0]) for r in candidates.where(has_text & dated & ~covered)
+                           .select("lang").distinct().limit(20).collect())
+            notes.append(f"semantic: {n_uncovered} document(s) in languages {model.spec_key} does not cover "
+                         f"({', '.join(langs)}) were not compared")
 
         vectors, n_embedded, n_reused = report.timed(
             "semantic.vectors", lambda: vectors_for(spark, texts, sem, version, embeddings_path(ctx.output)))
         report.counts["semantic.embedded"] = n_embedded
         report.counts["semantic.reused_vectors"] = n_reused
-        meta = vectors.join(texts.select("id", "published_at", "lang"), "id")
-        edges, oversize = report.timed("semantic.search", lambda: semantic_edges(meta, sem))
+        meta = vectors.join(texts.select("id", "published_at", "lang", "numbers"), "id")
+        edges, n_tasks = report.timed("semantic.search", lambda: search.semantic_edges(
+            meta, sem, model.thresholds.same_language, model.cross_threshold()))
         edges = report.timed("semantic.search", lambda: clustering.cut_lineage(edges))
-        if oversize:
-            notes.append(f"semantic: {len(oversize)} time bucket(s) over semantic.max_bucket={sem.max_bucket} "
-                         f"were skipped ({sum(r['n'] for r in oversize)} documents not compared)")
+        report.counts["semantic.search_tasks"] = n_tasks
         report.counts["semantic.pairs"] = edges.count()
+        report.counts["semantic.number_guard_dropped"] = edges.where("conflict").count()
         vertices = texts.select("id", order_key().alias("key"))
-        links = report.timed("semantic.cluster",
-                             lambda: clustering.links_from_edges(edges, vertices, self.name, sem.max_iterations))
+        links = report.timed("semantic.cluster", lambda: clustering.earliest_canonical_links(
+            edges.where(~F.col("conflict")).select("a", "b", "score"), vertices, self.name, sem.max_iterations))
         return StageResult(links, clustering.survivors_after(unresolved, links), notes)
 
 
@@ -259,17 +202,19 @@ def backfill(spark: SparkSession, output: str, sem: "SemanticConfig", limit: int
     """Embed up to `limit` documents of <output>/documents that lack a vector of this model_version.
 
     Like stage 4, it skips documents that stages 1-3 linked as duplicates (active
-    links). Newest documents first (the serving window is the last 48 hours).
+    links) and documents in languages the model does not cover. Newest documents first (the serving window is the last 48 hours).
     Vectors of other versions stay as they are; running it again continues where it stopped.
     """
-    version = emb.model_version(sem)
+    resolved = emb.resolve(sem, with_thresholds=False)
+    sem, version = resolved.sem, resolved.version
     limit = int(limit or sem.backfill_batch)
     if limit <= 0:
         raise ValueError(f"--limit {limit}: must be positive")
     path = embeddings_path(output)
-    docs = with_text(store.read(spark, output, "documents").select("id", "published_at", "title", "body"),
+    docs = with_text(store.read(spark, output, "documents").select("id", "published_at", "lang", "title", "body"),
                      sem.max_chars)
-    texts = docs.where(F.col("text") != "")
+    # Documents in a language the model does not cover are never compared: no vector either.
+    texts = docs.where((F.col("text") != "") & F.col("lang").isin(list(resolved.spec.languages)))
     if store.exists(spark, store.table_path(output, "duplicate_links")):
         cheap = (store.active_links(spark, output).where(F.col("stage") != "semantic")
                  .select(F.col("duplicate_id").alias("id")))

@@ -1,0 +1,158 @@
+"""Stage 4 as it runs by default, on the bundled sample; week-long chains; calibration.
+
+Real Spark, real all-MiniLM-L6-v2 (the packaged fallback: BGE-M3 weights are absent here).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from newsdedup import cli, clustering, job
+from newsdedup.config import load_config
+from newsdedup.io import store
+from newsdedup.lab import calibrate
+from newsdedup.stages import embeddings as emb
+from newsdedup.stages.semantic_search import number_tokens, numbers_conflict
+
+from conftest import REPO, SAMPLE
+from semantic_data import SEM_CONF, T0, VERSION
+
+PAIRS = REPO / "samples" / "semantic_pairs.jsonl"
+
+
+@pytest.fixture(scope="module")
+def sample_run(spark, conf, tmp_path_factory):
+    """The job on the sample with the default stage-4 settings (only CPU sizing changed), Delta only."""
+    c = conf.with_overrides({"semantic": {"enabled": True, "device": "cpu", "batch_size": 16, "embed_partitions": 1}})
+    out = str(tmp_path_factory.mktemp("sample_out"))
+    report = job.run(spark, str(SAMPLE), out, c, load_pg=False)
+    docs = {r.id: r for r in store.read(spark, out, "documents").select("id", "lang", "title", "body").collect()}
+    links = [r.asDict() for r in store.read(spark, out, "duplicate_links").collect()]
+    return docs, links, report, out
+
+
+def test_the_english_only_model_links_no_bangla_article(sample_run):
+    docs, links, report, _ = sample_run
+    semantic = [x for x in links if x["stage"] == "semantic"]
+    assert semantic, "stage 4 runs by default and finds the edited copies stages 1-3 missed"
+    assert all(docs[x[k]].lang == "en" for x in semantic for k in ("duplicate_id", "canonical_id"))
+    # The Bangla survivors of stages 1-3 were counted, not compared.
+    bangla = {i for i, d in docs.items() if d.lang == "bn"} - {x["duplicate_id"] for x in links}
+    assert report.counts["semantic.language_not_covered"] == len(bangla) > 0
+    assert any(f"model_version={VERSION}" in n and "fallback" in n for n in report.notes)
+    assert any("languages all-MiniLM-L6-v2 does not cover (bn)" in n for n in report.notes)
+
+
+def test_two_reports_of_two_different_games_do_not_link(sample_run):
+    """The sample's derby (2-1) and the Kings game (3-0), six hours apart: at the calibrated threshold
+    their cosine passes, and the number guard is what keeps them apart."""
+    docs, links, report, _ = sample_run
+    derby = min(i for i, d in docs.items() if (d.title or "").startswith("Abahani beat Mohammedan"))
+    kings = min(i for i, d in docs.items() if (d.title or "").startswith("Bashundhara Kings beat"))
+    groups = {x["duplicate_id"]: x["canonical_id"] for x in links}
+    root = lambda i: root(groups[i]) if i in groups else i  # noqa: E731
+    assert root(derby) != root(kings)
+    text = {i: f"{docs[i].title}\n{docs[i].body}" for i in (derby, kings)}
+    a, b = emb.encode(emb.model_for(SEM_CONF), [text[derby], text[kings]])
+    calibrated = emb.resolve(load_config().semantic).thresholds.same_language   # the packaged model's
+    assert float(a @ b) >= calibrated
+    assert numbers_conflict(sorted(number_tokens(text[derby])), sorted(number_tokens(text[kings])), 0.6)
+    assert report.counts["semantic.number_guard_dropped"] >= 1
+
+
+def test_no_semantic_skips_stage_4(spark, tmp_path, capsys):
+    code = cli.main(["run", "--input", str(SAMPLE), "--output", str(tmp_path / "o"), "--dry-run", "--no-semantic"])
+    out = capsys.readouterr().out
+    assert code == 0 and "links.simhash" in out and "links.semantic" not in out
+
+
+@pytest.mark.slow
+def test_the_notebook_runs_against_the_sample_output(sample_run, tmp_path, monkeypatch):
+    """A copy of notebooks/explore_links.ipynb (committed without outputs) executed with nbclient."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    source = REPO / "notebooks" / "explore_links.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    assert all(not cell.get("outputs") and cell.get("execution_count") is None
+               for cell in nb.cells if cell.cell_type == "code"), "commit the notebook with outputs stripped"
+    shutil.copy(source, tmp_path / "explore_links.ipynb")
+    nb = nbformat.read(tmp_path / "explore_links.ipynb", as_version=4)
+    monkeypatch.setenv("NEWSDEDUP_OUTPUT", sample_run[3])
+    NotebookClient(nb, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2   # links per day, score histograms
+    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert f"stage 4: {VERSION}" in text
+    assert "semantic" in text and "simhash" in text
+
+
+# ---------------------------------------------------------------- week-long chains
+
+def chain_edges():
+    """Seven daily reports of one story, each similar to the day before; day 2 also to day 0."""
+    edges = [(k, k + 1, 0.9) for k in range(6)] + [(0, 2, 0.7)]
+    order = {k: (k * 86400, k) for k in range(7)}
+    return edges, order
+
+
+def test_a_week_long_story_does_not_chain_day_7_to_day_1():
+    edges, order = chain_edges()
+    links = clustering.earliest_canonicals(edges, order)
+    # Day 2 links to day 0 directly, with day 0's score (0.7), not with its neighbour's 0.9;
+    # day 3's only earlier neighbour is a duplicate, so it starts a group of its own.
+    assert links == [(1, 0, 0.9), (2, 0, 0.7), (4, 3, 0.9), (6, 5, 0.9)]
+
+
+def test_earliest_canonical_links_on_spark(spark):
+    edges, order = chain_edges()
+    e = spark.createDataFrame(edges, "a long, b long, score double")
+    vertices = spark.createDataFrame([(k, T0 + timedelta(days=k)) for k in order], "id long, published_at timestamp")
+    vertices = vertices.select("id", clustering.order_key().alias("key"))
+    got = {(r.duplicate_id, r.canonical_id): (r.score, r.stage)
+           for r in clustering.earliest_canonical_links(e, vertices, "semantic", 30).collect()}
+    assert got == {(1, 0): (0.9, "semantic"), (2, 0): (0.7, "semantic"), (4, 3): (0.9, "semantic"),
+                   (6, 5): (0.9, "semantic")}
+    # Connected components would have put day 6 under day 0.
+    labels = {r.id: r.label.id for r in clustering.connected_labels(e, vertices, 30).collect()}
+    assert labels[6] == 0
+
+
+# ---------------------------------------------------------------- calibration
+
+def test_choose_takes_the_lowest_threshold_that_keeps_the_target_precision():
+    labels = np.array([1, 1, 1, 0, 0])
+    scores = np.array([0.9, 0.8, 0.6, 0.7, 0.5])
+    sw = calibrate.sweep(labels, scores)
+    assert calibrate.choose(sw, 0.95) == pytest.approx(0.71)
+    assert calibrate.choose(sw, 0.5) == pytest.approx(0.30)
+    vetoed = np.array([False, False, False, True, False])    # the guard removes the negative at 0.7
+    assert calibrate.choose(calibrate.sweep(labels, scores, vetoed), 0.95) == pytest.approx(0.51)
+
+
+def test_calibrate_command_prints_precision_recall_and_writes_plot_and_thresholds(tmp_path, capsys):
+    rows = [json.loads(line) for line in PAIRS.read_text(encoding="utf-8").splitlines()]
+    subset = [r for r in rows if r["domain"] in ("football", "extra")]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in subset), encoding="utf-8")
+    out = tmp_path / "cal"
+    assert cli.main(["calibrate", "--pairs", str(pairs), "--output", str(out), "--device", "cpu"]) == 0
+    text = capsys.readouterr().out
+    assert f"model_version {VERSION}" in text and "en-en:" in text
+    assert "bn-bn:" in text and "not covered" in text
+    assert "threshold  precision  recall" in text
+    assert (out / "calibration.png").stat().st_size > 10_000
+    snippet = (out / "calibration.yaml").read_text()
+    assert f"{VERSION}: {{same_language: " in snippet
+    result = json.loads((out / "calibration.json").read_text())
+    assert result["covered"] == {"bn-bn": False, "en-bn": False, "en-en": True}
+    sweep = pd.DataFrame(result["sweeps"]["en-en"])
+    assert sweep["recall"].is_monotonic_decreasing and sweep["tp"].iloc[0] > 0
