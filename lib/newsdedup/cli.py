@@ -119,6 +119,19 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from .io import pg
+    from .ops import check
+
+    conf = config.load_config(args.conf)
+    if not args.pg and not args.output:
+        raise UserError("check needs --pg DSN or --output DIR (whose embedded server to use)")
+    checker = check.Checker(conf, pg.resolve_dsn(conf, args.output, args.pg), insert=args.insert)
+    for verdict in checker.check_batch(check.read_jsonl(args.input)):
+        print(verdict.json(), flush=True)
+    return 0
+
+
 def cmd_migrate_urls(args: argparse.Namespace) -> int:
     from .ops import migrate
 
@@ -226,6 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pg", help="Postgres DSN for --source postgres")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("check", help="look incoming articles up in Postgres: one JSON verdict per line")
+    _common(p)
+    p.add_argument("--input", required=True, help="JSON lines, one article per line (the input columns)")
+    p.add_argument("--pg", help="Postgres DSN (default: the embedded server of --output)")
+    p.add_argument("--output", help="directory whose embedded server to use when --pg is not given")
+    p.add_argument("--insert", action="store_true", help="also insert each article's document and link")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("migrate-urls", help="rewrite a Postgres table's URLs to canonical form (dry run by default)")
     _common(p)

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from .cascade import run_cascade
-from .io import pg, store
+from .io import pg, pg_documents, store
 from .io.input import read_input
 
 if TYPE_CHECKING:
@@ -87,15 +87,13 @@ def run(spark: SparkSession, input_path: str, output: str, conf: "Config", *,
     if load_pg:
         dsn = pg.resolve_dsn(conf, output, dsn)
         # Postgres converges to what Delta holds (all runs): links a failed earlier load missed arrive too.
+        # Documents (with the vectors of the configured model) first: the links reference them.
+        docs = report.timed("load_postgres_documents",
+                            lambda: pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id))
+        report.counts.update({f"postgres.documents.{k}": v for k, v in docs.items()})
         delta_links = store.read(spark, output, "duplicate_links")
         loaded = report.timed("load_postgres", lambda: pg.load_links(delta_links, dsn, report.run_id))
         report.counts.update({f"postgres.{k}": v for k, v in loaded.items()})
-        if conf.semantic.enabled:
-            from .io import pg_vectors
-
-            vec = report.timed("load_postgres_vectors",
-                               lambda: pg_vectors.load_from_delta(spark, output, dsn, conf, report.run_id))
-            report.counts.update({f"postgres.documents.{k}": v for k, v in vec.items() if k != "model_version"})
     runs_row = spark.createDataFrame([(report.run_id, now, input_path, report.to_json())],
                                      "run_id string, started_at timestamp, input string, report string")
     store.append(runs_row, store.table_path(output, "runs"))
