@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from . import prepare, stages
+from . import incremental, prepare, stages
 from .io.input import TEXT_COLUMNS, conform, split_invalid
 
 if TYPE_CHECKING:
@@ -71,9 +71,11 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
     quarantine = _quarantine(invalid, prepared.where(F.col("prepare_error").isNotNull()))
     report.timed("prepare", lambda: _count_prepared(prepared, invalid, report))
 
-    ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=docs, output=output)
-    unresolved = docs.select("id", "published_at", "lang", "url_hash", "content_hash", "simhash",
-                             *[f"band_{i}" for i in range(conf.simhash.bands)])
+    # With an output that already holds documents, the stages see those too (incremental.py).
+    everything = incremental.with_existing(spark, docs, output, report)
+    ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=everything, output=output)
+    unresolved = everything.select("id", "published_at", "lang", "url_hash", "content_hash", "simhash",
+                                   *[f"band_{i}" for i in range(conf.simhash.bands)])
     all_links = []
     cascade = stages.build(conf)
     for stage in cascade:
@@ -93,5 +95,6 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
     for extra in all_links[1:]:
         links = links.unionByName(extra)
     report.counts["links.total"] = sum(report.counts[f"links.{s.name}"] for s in cascade)
-    report.counts["unique_documents"] = report.counts["documents"] - report.counts["links.total"]
+    report.counts["unique_documents"] = (report.counts["documents"] + report.counts.get("existing_documents", 0)
+                                         - report.counts["links.total"])
     return CascadeResult(documents=docs, links=links, quarantine=quarantine)

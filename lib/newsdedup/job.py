@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from . import incremental
 from .cascade import run_cascade
 from .io import pg, pg_documents, store
 from .io.input import read_input
@@ -73,13 +74,12 @@ def run(spark: SparkSession, input_path: str, output: str, conf: "Config", *,
         return report
 
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
-    links = (result.links.withColumn("linked_at", ts).withColumn("run_id", run_col)
-             .withColumn("reverted_at", F.lit(None).cast("timestamp"))
-             .withColumn("revert_reason", F.lit(None).cast("string")))
+    # The links computed over stored + new documents replace the active ones (incremental.py).
     report.timed("write_delta", lambda: (
+        report.counts.update({f"links.{k}": v for k, v in incremental.write_links(
+            spark, result.links, store.table_path(output, "duplicate_links"), report.run_id, now).items()}),
         store.merge_documents(spark, result.documents.withColumn("run_id", run_col),
                               store.table_path(output, "documents")),
-        store.insert_links(spark, links, store.table_path(output, "duplicate_links")),
         store.insert_quarantine(spark,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
                                 store.table_path(output, "quarantine")),

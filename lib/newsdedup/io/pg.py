@@ -41,16 +41,25 @@ CREATE TABLE IF NOT EXISTS duplicate_links (
     PRIMARY KEY (duplicate_id, canonical_id, stage),
     CHECK (duplicate_id <> canonical_id)
 );
-ALTER TABLE duplicate_links ADD COLUMN IF NOT EXISTS superseded_at timestamptz,
-                            ADD COLUMN IF NOT EXISTS superseded_by_run text;
+-- Guarded: an unconditional ALTER would take an exclusive lock on every load.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'duplicate_links'::regclass
+                   AND attname = 'superseded_at' AND NOT attisdropped) THEN
+        ALTER TABLE duplicate_links ADD COLUMN superseded_at timestamptz, ADD COLUMN superseded_by_run text;
+    END IF;
+END $$;
 CREATE INDEX IF NOT EXISTS duplicate_links_canonical_idx ON duplicate_links (canonical_id);
 CREATE INDEX IF NOT EXISTS duplicate_links_stage_day_idx ON duplicate_links (stage, linked_at);
 CREATE UNLOGGED TABLE IF NOT EXISTS duplicate_links_staging (
     load_id text NOT NULL,
     LIKE duplicate_links
 );
-ALTER TABLE duplicate_links_staging ADD COLUMN IF NOT EXISTS superseded_at timestamptz,
-                                    ADD COLUMN IF NOT EXISTS superseded_by_run text;
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'duplicate_links_staging'::regclass
+                   AND attname = 'superseded_at' AND NOT attisdropped) THEN
+        ALTER TABLE duplicate_links_staging ADD COLUMN superseded_at timestamptz, ADD COLUMN superseded_by_run text;
+    END IF;
+END $$;
 CREATE INDEX IF NOT EXISTS duplicate_links_staging_load_idx ON duplicate_links_staging (load_id);
 """
 

@@ -56,8 +56,10 @@ HNSW_SQL = f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON documents USING hnsw (em
 
 ACTIVE = "reverted_at IS NULL AND superseded_at IS NULL"
 LINK_CONSTRAINTS_SQL = f"""
-CREATE UNIQUE INDEX IF NOT EXISTS duplicate_links_one_active ON duplicate_links (duplicate_id) WHERE {ACTIVE};
 DO $$ BEGIN
+    IF to_regclass('duplicate_links_one_active') IS NULL THEN
+        CREATE UNIQUE INDEX duplicate_links_one_active ON duplicate_links (duplicate_id) WHERE {ACTIVE};
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'duplicate_links_duplicate_fk') THEN
         ALTER TABLE duplicate_links ADD CONSTRAINT duplicate_links_duplicate_fk
             FOREIGN KEY (duplicate_id) REFERENCES documents (id);
@@ -70,22 +72,41 @@ END $$;
 """
 
 
-def _column_ddl() -> str:
-    return ", ".join(f"ADD COLUMN IF NOT EXISTS {c} {_TYPES.get(c, 'text')}" for c in COLUMNS if c != "id")
+def _guarded(condition: str, ddl: str) -> str:
+    """DDL run only when condition holds: a no-op ALTER or CREATE INDEX would still lock the table."""
+    return f"DO $$ BEGIN IF {condition} THEN {ddl}; END IF; END $$;"
+
+
+def _missing_column(table: str, column: str) -> str:
+    return (f"NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass "
+            f"AND attname = '{column}' AND NOT attisdropped)")
+
+
+def _missing_index(name: str) -> str:
+    return f"to_regclass('{name}') IS NULL"
+
+
+def _columns_sql(table: str) -> str:
+    # Also upgrades the vectors-only documents table of earlier versions (NOT NULL vector columns).
+    parts = [_guarded(_missing_column(table, c), f"ALTER TABLE {table} ADD COLUMN {c} {_TYPES.get(c, 'text')}")
+             for c in COLUMNS if c != "id"]
+    parts += [_guarded(f"EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass "
+                       f"AND attname = '{c}' AND attnotnull)", f"ALTER TABLE {table} ALTER COLUMN {c} DROP NOT NULL")
+              for c in VECTOR_COLUMNS]
+    return "\n".join(parts)
 
 
 def schema_sql() -> str:
-    # ADD COLUMN IF NOT EXISTS also upgrades the vectors-only documents table of earlier versions.
-    return f"""
-CREATE EXTENSION IF NOT EXISTS vector;
-CREATE TABLE IF NOT EXISTS documents (id bigint PRIMARY KEY);
-ALTER TABLE documents {_column_ddl()};
-ALTER TABLE documents ALTER COLUMN model_version DROP NOT NULL, ALTER COLUMN embedding DROP NOT NULL;
-CREATE UNLOGGED TABLE IF NOT EXISTS documents_staging (load_id text NOT NULL, id bigint);
-ALTER TABLE documents_staging {_column_ddl()};
-ALTER TABLE documents_staging ALTER COLUMN model_version DROP NOT NULL, ALTER COLUMN embedding DROP NOT NULL;
-CREATE INDEX IF NOT EXISTS documents_staging_load_idx ON documents_staging (load_id);
-""" + ";\n".join(SECONDARY_INDEXES.values()) + ";"
+    return "\n".join([
+        "CREATE EXTENSION IF NOT EXISTS vector;",
+        "CREATE TABLE IF NOT EXISTS documents (id bigint PRIMARY KEY);",
+        _columns_sql("documents"),
+        "CREATE UNLOGGED TABLE IF NOT EXISTS documents_staging (load_id text NOT NULL, id bigint);",
+        _columns_sql("documents_staging"),
+        _guarded(_missing_index("documents_staging_load_idx"),
+                 "CREATE INDEX documents_staging_load_idx ON documents_staging (load_id)"),
+        *[_guarded(_missing_index(name), ddl) for name, ddl in SECONDARY_INDEXES.items()],
+    ])
 
 
 def table_dim(conn) -> int | None:
@@ -111,7 +132,7 @@ def fix_dim(conn, dim: int) -> None:
             "dimensions: they come from another model; load them into a fresh table or database")
     if existing is None:
         conn.execute(f"ALTER TABLE documents ALTER COLUMN embedding TYPE vector({int(dim)})")
-    conn.execute(HNSW_SQL)
+    conn.execute(_guarded(_missing_index(HNSW_INDEX), HNSW_SQL))
 
 
 def ensure_schema(dsn: str, dim: int | None = None) -> None:

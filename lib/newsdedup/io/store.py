@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -75,5 +75,12 @@ def read(spark: SparkSession, output: str | Path, name: str) -> DataFrame:
     return spark.read.format("delta").load(table_path(output, name))
 
 
+def is_active(links: DataFrame) -> Column:
+    """Not reverted, and not superseded by an incremental run (tables written before those have no column)."""
+    active = F.col("reverted_at").isNull()
+    return active & F.col("superseded_at").isNull() if "superseded_at" in links.columns else active
+
+
 def active_links(spark: SparkSession, output: str | Path) -> DataFrame:
-    return read(spark, output, "duplicate_links").where(F.col("reverted_at").isNull())
+    links = read(spark, output, "duplicate_links")
+    return links.where(is_active(links))
