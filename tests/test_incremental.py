@@ -98,3 +98,22 @@ def test_a_rerun_of_the_last_slice_changes_nothing(runs, spark, conf):
     again = job.run(spark, str(root / f"slice{ORDER[-1]}.parquet"), out, conf, dsn=dsn)
     assert again.counts["links.new"] == again.counts["links.superseded"] == 0
     assert store.read(spark, out, "duplicate_links").count() == rows_after[-1]
+
+
+def test_fingerprints_do_not_depend_on_the_rest_of_the_batch(spark, conf):
+    """A SimHash is exact even when its batch holds a document without one (no float64 detour)."""
+    from newsdedup import prepare
+    from newsdedup.io.input import conform, split_invalid
+    from newsdedup.stages.content import ContentKeys
+    from newsdedup.stages.simhash import SimhashKeys
+
+    from conftest import make_df
+
+    body = "Rivers in Sylhet rose above danger level on Tuesday, leaving thousands of families stranded."
+    raw = make_df(spark, [(1, "https://a.example/1", "Flood in Sylhet", body, None, "a", "en"),
+                          (2, "https://a.example/2", "Headline only", "", None, "a", "en")]).coalesce(1)
+    valid, _ = split_invalid(conform(raw, "UTC"))
+    got = {r.id: r.simhash for r in prepare.fingerprint(valid, conf).collect()}
+    cols = ContentKeys(conf.content, conf.input.max_text_chars).columns("Flood in Sylhet", body, None, "en", [])
+    expected = SimhashKeys(conf.simhash).columns(cols["key"], "en", cols["has_body"])["simhash"]
+    assert got == {1: expected, 2: None}

@@ -13,7 +13,9 @@ A backfill runs in slices (a year at a time, ...). Each run:
    longer computed are superseded (superseded_at, superseded_by_run stamped,
    never deleted), new ones inserted, and a link superseded earlier that is
    computed again is made active again (its stamp cleared) rather than
-   written twice under the same key.
+   written twice under the same key. A link computed again with another
+   score (a cluster's best edge changes as members arrive) keeps its row and
+   linked_at and takes the new score.
 
 So a new document older than an existing canonical becomes the canonical: the
 old links to the former canonical are superseded and the new links point to
@@ -94,15 +96,18 @@ def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str
         "superseded": source.where("action = 'supersede'").count(),
         "revived": source.where("action = 'keep'").join(
             current.where(F.col("superseded_at").isNotNull() & F.col("reverted_at").isNull()), key, "left_semi").count(),
+        "rescored": source.where("action = 'keep'").alias("s").join(
+            active.alias("t"), key).where(~F.col("s.score").eqNullSafe(F.col("t.score"))).count(),
     }
     ts = F.lit(now).cast("timestamp")
     cond = " AND ".join(f"t.{k} = s.{k}" for k in key)
     (table.alias("t").merge(source.alias("s"), cond)
      .whenMatchedUpdate(condition="s.action = 'supersede' AND t.reverted_at IS NULL AND t.superseded_at IS NULL",
                         set={"superseded_at": ts, "superseded_by_run": F.lit(run_id)})
-     .whenMatchedUpdate(condition="s.action = 'keep' AND t.superseded_at IS NOT NULL AND t.reverted_at IS NULL",
+     .whenMatchedUpdate(condition="s.action = 'keep' AND t.reverted_at IS NULL "
+                                  "AND (t.superseded_at IS NOT NULL OR NOT (t.score <=> s.score))",
                         set={"superseded_at": F.lit(None).cast("timestamp"),
-                             "superseded_by_run": F.lit(None).cast("string")})
+                             "superseded_by_run": F.lit(None).cast("string"), "score": F.col("s.score")})
      .whenNotMatchedInsert(condition="s.action = 'keep'", values={
          **{k: F.col(f"s.{k}") for k in key}, "score": F.col("s.score"), "linked_at": ts,
          "run_id": F.lit(run_id), "reverted_at": F.lit(None).cast("timestamp"),

@@ -125,7 +125,9 @@ def fingerprint(df: DataFrame, conf: "Config") -> DataFrame:
             rows = [prep.safe_row(r) for r in pdf.to_dict("records")]
             out = pd.DataFrame(rows, columns=names)
             for c in ("simhash", "n_features", "text_chars", "band_0", "band_1", "band_2", "band_3"):
-                out[c] = out[c].astype("Int64")
+                # From the Python ints: pandas stores an int column holding a None as float64,
+                # which rounds a 64-bit SimHash (its low bits would depend on the batch).
+                out[c] = pd.array([r[c] for r in rows], dtype="Int64")
             yield out
 
     cols = ["id", "published_at", *TEXT_COLUMNS]

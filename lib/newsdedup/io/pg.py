@@ -129,16 +129,18 @@ ON CONFLICT (duplicate_id, canonical_id, stage) DO UPDATE
 """
 
 # Supersede stamps go first: the link that replaces one may only turn active once the old one is not.
-# Then links that Delta made active again (an incremental run found them anew) lose their stamp.
+# Then links that Delta made active again (an incremental run found them anew) lose their stamp,
+# and take the score Delta holds (an incremental run may rescore a link it computes again).
 SUPERSEDE_LINKS_SQL = ("""
 UPDATE duplicate_links t SET superseded_at = s.superseded_at, superseded_by_run = s.superseded_by_run
 FROM duplicate_links_staging s
 WHERE s.load_id = %(load_id)s AND s.superseded_at IS NOT NULL AND t.superseded_at IS NULL
   AND (t.duplicate_id, t.canonical_id, t.stage) = (s.duplicate_id, s.canonical_id, s.stage)
 """, """
-UPDATE duplicate_links t SET superseded_at = NULL, superseded_by_run = NULL
+UPDATE duplicate_links t SET superseded_at = NULL, superseded_by_run = NULL, score = s.score
 FROM duplicate_links_staging s
-WHERE s.load_id = %(load_id)s AND s.superseded_at IS NULL AND t.superseded_at IS NOT NULL
+WHERE s.load_id = %(load_id)s AND s.superseded_at IS NULL
+  AND (t.superseded_at IS NOT NULL OR t.score IS DISTINCT FROM s.score)
   AND (t.duplicate_id, t.canonical_id, t.stage) = (s.duplicate_id, s.canonical_id, s.stage)
 """)
 
