@@ -47,7 +47,13 @@ def cmd_load(args: argparse.Namespace) -> int:
         print(f"{'total':<10} {sum(r['count'] for r in counts)}  (dry run: nothing loaded)")
         return 0
     dsn = pg.resolve_dsn(conf, args.output, args.pg)
-    result = pg.load_links(links, dsn, args.load_id or job.new_run_id())
+    load_id = args.load_id or job.new_run_id()
+    if store.exists(spark, store.table_path(args.output, "documents")):
+        from .io import pg_documents  # the documents first: the links reference them
+
+        docs = pg_documents.load_from_delta(spark, args.output, dsn, conf, load_id)
+        print("documents: " + " ".join(f"{k}={v}" for k, v in docs.items()))
+    result = pg.load_links(links, dsn, load_id)
     print(" ".join(f"{k}={v}" for k, v in result.items()))
     return 0
 
@@ -206,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-postgres", action="store_true", help="write Delta only")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("load", help="(re)load duplicate_links from Delta into Postgres, idempotently")
+    p = sub.add_parser("load", help="(re)load documents and duplicate_links from Delta into Postgres, idempotently")
     _common(p)
     p.add_argument("--output", required=True)
     p.add_argument("--pg")
