@@ -235,3 +235,36 @@ def test_documents_from_delta_match_spark_group_first(loaded, spark):
     holders = rows.where(F.col("url_hash").isNotNull()).groupBy("url_hash").count()
     assert holders.where("count > 1").count() == 0
     assert holders.count() == len({d["url_hash"] for d in docs.values() if d["url_hash"]})
+
+
+def test_check_stage_4_finds_the_same_event_within_the_window(pg_dsn, conf):
+    """The pgvector query: same model_version, within window_hours of published_at, cosine over threshold."""
+    from datetime import timedelta
+
+    from newsdedup.io.pg_vectors import vector_literal
+    from newsdedup.stages import embeddings as emb
+
+    from semantic_data import ARTICLES, SEM, T0, VERSION
+
+    checker = check.Checker(conf.with_overrides({"semantic": SEM}), pg_dsn)
+    model = emb.model_for(checker.conf.semantic)
+    pg_documents.ensure_schema(pg_dsn, dim=emb.embedding_dim(model))
+    stored = [(1, "metro_a", 0), (2, "derby", 1), (3, "flood", -100)]
+    with psycopg.connect(pg_dsn) as c:
+        for i, key, hours in stored:
+            title, body = ARTICLES[key]
+            vec = emb.encode(model, [f"{title}\n{body}"])[0]
+            c.execute("INSERT INTO documents (id, url_hash, published_at, lang, title, model_version, embedding) "
+                      "VALUES (%s, %s, %s, 'en', %s, %s, %s)",
+                      (i, f"u{i}", T0 + timedelta(hours=hours), title, VERSION, vector_literal(vec)))
+
+    def incoming(i, key, hours):
+        title, body = ARTICLES[key]
+        return {"id": i, "url": f"https://other.example/{i}", "title": title, "body": body,
+                "published_at": (T0 + timedelta(hours=hours)).isoformat(), "source": "other", "lang": "en"}
+
+    near, late, unrelated = checker.check_batch([incoming(10, "metro_b", 4), incoming(11, "metro_b", 60),
+                                                 incoming(12, "other_game", 2)])
+    assert (near.canonical_id, near.stage) == (1, "semantic") and near.score >= SEM["thresholds"]["same_language"]
+    assert late.canonical_id is None          # 60 h after metro_a: outside the 48 h window
+    assert unrelated.canonical_id is None
