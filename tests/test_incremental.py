@@ -117,3 +117,14 @@ def test_fingerprints_do_not_depend_on_the_rest_of_the_batch(spark, conf):
     cols = ContentKeys(conf.content, conf.input.max_text_chars).columns("Flood in Sylhet", body, None, "en", [])
     expected = SimhashKeys(conf.simhash).columns(cols["key"], "en", cols["has_body"])["simhash"]
     assert got == {1: expected, 2: None}
+
+
+@pytest.mark.slow
+def test_another_slice_order_ends_the_same(runs, spark, conf, tmp_path):
+    """Oldest slice first, then the newest: the same active links again (Delta only)."""
+    root, _, _, _, _, _ = runs
+    out = str(tmp_path / "other_order")
+    for k in (0, 2, 1):
+        job.run(spark, str(root / f"slice{k}.parquet"), out, conf, load_pg=False)
+    whole = keyset(store.read(spark, str(root / "full"), "duplicate_links").collect())
+    assert keyset(store.active_links(spark, out).collect()) == whole

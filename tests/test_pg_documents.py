@@ -263,8 +263,8 @@ def test_check_stage_4_finds_the_same_event_within_the_window(pg_dsn, conf):
         return {"id": i, "url": f"https://other.example/{i}", "title": title, "body": body,
                 "published_at": (T0 + timedelta(hours=hours)).isoformat(), "source": "other", "lang": "en"}
 
-    near, late, unrelated = checker.check_batch([incoming(10, "metro_b", 4), incoming(11, "metro_b", 60),
+    near, late, unrelated = checker.check_batch([incoming(10, "metro_b", 4), incoming(11, "metro_a", 60),
                                                  incoming(12, "other_game", 2)])
     assert (near.canonical_id, near.stage) == (1, "semantic") and near.score >= SEM["thresholds"]["same_language"]
-    assert late.canonical_id is None          # 60 h after metro_a: outside the 48 h window
+    assert late.canonical_id is None          # 60 h after metro_a (56 h after 10): outside the 48 h window
     assert unrelated.canonical_id is None
