@@ -143,8 +143,6 @@ class Checker:
     """Runs the lookup cascade for articles against one Postgres database."""
 
     def __init__(self, conf: "Config", dsn: str, *, insert: bool = False, run_id: str | None = None):
-        if conf.simhash.bands != 4:
-            raise UserError(f"simhash.bands={conf.simhash.bands}: the Postgres documents table has band_0..band_3")
         self.conf, self.dsn, self.insert = conf, dsn, insert
         self.run_id = run_id or "check-" + datetime.now().strftime("%Y%m%dT%H%M%S")
         self.preparer = Preparer(conf)
