@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from . import prepare, runstate, stages
+from . import incremental, prepare, runstate, stages
 from .io.input import TEXT_COLUMNS, conform, order_date, plausible_range, split_invalid
 
 if TYPE_CHECKING:
@@ -93,10 +93,12 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
         f"{r.counts['quarantined']} quarantined")).frames
     docs = frames["prepared"].where(F.col("prepare_error").isNull()).drop("prepare_error")
 
-    ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=docs, output=output)
+    # With an output that already holds documents, the stages see those too (incremental.py).
+    everything = incremental.with_existing(spark, docs, output, report)
+    ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=everything, output=output)
     # Implausible dates are kept on the documents but order last, like unknown ones.
-    unresolved = docs.select("id", order_date().alias("published_at"), "lang", "url_hash", "content_hash", "simhash",
-                             *[f"band_{i}" for i in range(conf.simhash.bands)])
+    unresolved = everything.select("id", order_date().alias("published_at"), "lang", "url_hash", "content_hash",
+                                   "simhash", *[f"band_{i}" for i in range(conf.simhash.bands)])
     all_links = []
     cascade = stages.build(conf)
     for stage in cascade:
@@ -117,5 +119,6 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
     for extra in all_links[1:]:
         links = links.unionByName(extra)
     report.counts["links.total"] = sum(report.counts[f"links.{s.name}"] for s in cascade)
-    report.counts["unique_documents"] = report.counts["documents"] - report.counts["links.total"]
+    report.counts["unique_documents"] = (report.counts["documents"] + report.counts.get("existing_documents", 0)
+                                         - report.counts["links.total"])
     return CascadeResult(documents=docs, links=links, quarantine=frames["quarantine"])

@@ -73,8 +73,14 @@ def cmd_load(args: argparse.Namespace) -> int:
         return 0
     from .io import lock
 
+    load_id = args.load_id or job.new_run_id()
     with lock.hold(args.output, conf.lock, "newsdedup load"):
-        result = pg.load_links(links, dsn, args.load_id or job.new_run_id())
+        if store.exists(spark, store.table_path(args.output, "documents")):
+            from .io import pg_documents  # the documents first: the links reference them
+
+            docs = pg_documents.load_from_delta(spark, args.output, dsn, conf, load_id)
+            print("documents: " + " ".join(f"{k}={v}" for k, v in docs.items()))
+        result = pg.load_links(links, dsn, load_id)
     print(" ".join(f"{k}={v}" for k, v in result.items()))
     return 0
 
@@ -155,6 +161,19 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(json.dumps({"daily": daily, "histogram": hist}, default=str, indent=2))
     else:
         print(stats.format_stats(daily, hist))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .io import pg
+    from .ops import check
+
+    conf = config.load_config(args.conf)
+    if not args.pg and not args.output:
+        raise UserError("check needs --pg DSN or --output DIR (whose embedded server to use)")
+    checker = check.Checker(conf, pg.resolve_dsn(conf, args.output, args.pg), insert=args.insert)
+    for verdict in checker.check_batch(check.read_jsonl(args.input)):
+        print(verdict.json(), flush=True)
     return 0
 
 
@@ -250,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-semantic", action="store_true", help="skip stage 4 (semantic embeddings)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("load", help="(re)load duplicate_links from Delta into Postgres, idempotently")
+    p = sub.add_parser("load", help="(re)load documents and duplicate_links from Delta into Postgres, idempotently")
     _common(p)
     p.add_argument("--output", required=True)
     p.add_argument("--pg")
@@ -283,6 +302,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pg", help="Postgres DSN for --source postgres")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("check", help="look incoming articles up in Postgres: one JSON verdict per line")
+    _common(p)
+    p.add_argument("--input", required=True, help="JSON lines, one article per line (the input columns)")
+    p.add_argument("--pg", help="Postgres DSN (default: the embedded server of --output)")
+    p.add_argument("--output", help="directory whose embedded server to use when --pg is not given")
+    p.add_argument("--insert", action="store_true", help="also insert each article's document and link")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("migrate-urls", help="rewrite a Postgres table's URLs to canonical form (dry run by default)")
     _common(p)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from . import progress, runstate
+from . import incremental, progress, runstate
 from .cascade import run_cascade
 from .errors import UserError
-from .io import lock, paths, pg, store
+from .io import lock, paths, pg, pg_documents, store
 from .io.input import check_columns, read_input
 
 if TYPE_CHECKING:
@@ -131,14 +131,13 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
 def _write(spark, result, output: str, report: Report, now: datetime, state: "runstate.Persisted") -> None:
     """The three Delta writes; each is idempotent, so a write killed half-way is simply repeated."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
-    links = (result.links.withColumn("linked_at", ts).withColumn("run_id", run_col)
-             .withColumn("reverted_at", F.lit(None).cast("timestamp"))
-             .withColumn("revert_reason", F.lit(None).cast("string")))
 
     def write():
+        # The links computed over stored + new documents replace the active ones (incremental.py).
+        report.counts.update({f"links.{k}": v for k, v in incremental.write_links(
+            spark, result.links, store.table_path(output, "duplicate_links"), report.run_id, now).items()})
         store.merge_documents(spark, result.documents.withColumn("run_id", run_col),
                               store.table_path(output, "documents"))
-        store.insert_links(spark, links, store.table_path(output, "duplicate_links"))
         store.insert_quarantine(spark,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
                                 store.table_path(output, "quarantine"))
@@ -149,17 +148,15 @@ def _write(spark, result, output: str, report: Report, now: datetime, state: "ru
 
 def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: Report) -> None:
     dsn = pg.resolve_dsn(conf, output, dsn)
+    progress.started("load_postgres")
+    # Documents (with the vectors of the configured model) first: the links reference them.
+    docs = report.timed("load_postgres_documents",
+                        lambda: pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id))
+    report.counts.update({f"postgres.documents.{k}": v for k, v in docs.items()})
     # Postgres converges to what Delta holds (all runs): links a failed earlier load missed arrive too.
     delta_links = store.read(spark, output, "duplicate_links")
-    progress.started("load_postgres")
     loaded = report.timed("load_postgres", lambda: pg.load_links(delta_links, dsn, report.run_id))
     report.counts.update({f"postgres.{k}": v for k, v in loaded.items()})
-    if conf.semantic.enabled:
-        from .io import pg_vectors
-
-        vec = report.timed("load_postgres_vectors",
-                           lambda: pg_vectors.load_from_delta(spark, output, dsn, conf, report.run_id))
-        report.counts.update({f"postgres.documents.{k}": v for k, v in vec.items() if k != "model_version"})
     progress.finished("load_postgres", report.seconds["load_postgres"],
                       " ".join(f"{k}={v}" for k, v in loaded.items()))
 

@@ -123,6 +123,44 @@ class Keys:
         return out
 
 
+class Preparer:
+    """One document at a time, for live lookups and tools (`newsdedup check`): the same stage
+    functions as the batch pass, with the hashes and bands the batch pass computes in Spark."""
+
+    def __init__(self, conf: "Config"):
+        self.url = UrlKeys(conf.url)
+        self.content = ContentKeys(conf.content, conf.input.max_text_chars)
+        self.simhash = SimhashKeys(conf.simhash)
+
+    def row(self, r: dict[str, Any]) -> dict[str, Any]:
+        """r: the input columns (text as str or raw bytes), published_at as a datetime or None."""
+        flags: list[str] = []
+
+        def text(name: str, repair=_replace_invalid) -> str | None:
+            value = r.get(name)
+            if value is None or isinstance(value, str):
+                return value
+            try:
+                return bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                flags.append(f"invalid_utf8:{name}")
+                return repair(bytes(value))
+
+        url, title, body = text("url", percent_escape_invalid_utf8), text("title"), text("body")
+        html, source, lang_hint = text("html"), text("source"), text("lang")
+        out: dict[str, Any] = {"id": int(r["id"]), "published_at": r.get("published_at"), "source": source,
+                               "url": url, "title": title, "flags": flags}
+        if out["published_at"] is None:
+            raw_ts = str(r.get("raw_published_at") or "").strip()
+            flags.append(f"unparseable_published_at:{raw_ts[:64]}" if raw_ts else "no_published_at")
+        out.update(self.url.columns(url, source))
+        content = self.content.columns(title, body, html, lang_hint, flags)
+        key, has_body = content.pop("key"), content.pop("has_body")
+        out.update(content)
+        out.update(self.simhash.columns(key, out["lang"], has_body))
+        return out
+
+
 def _arrow(name: str, kind: str, values: Any, out: dict[str, Any]) -> pa.Array:
     if kind == "array<string>":
         return pa.array(values, type=pa.list_(pa.string()))

@@ -23,6 +23,8 @@ from psycopg import sql
 
 LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "run_id",
                 "reverted_at", "revert_reason")
+# Stamped when an incremental run replaces a link (incremental.py); loaded when the links carry them.
+SUPERSEDE_COLUMNS = ("superseded_at", "superseded_by_run")
 
 from ..errors import UserError
 from ..stages import STAGE_NAMES
@@ -45,12 +47,25 @@ CREATE TABLE IF NOT EXISTS duplicate_links (
     PRIMARY KEY (duplicate_id, canonical_id, stage),
     CHECK (duplicate_id <> canonical_id)
 );
+-- Guarded: an unconditional ALTER would take an exclusive lock on every load.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'duplicate_links'::regclass
+                   AND attname = 'superseded_at' AND NOT attisdropped) THEN
+        ALTER TABLE duplicate_links ADD COLUMN superseded_at timestamptz, ADD COLUMN superseded_by_run text;
+    END IF;
+END $$;
 CREATE INDEX IF NOT EXISTS duplicate_links_canonical_idx ON duplicate_links (canonical_id);
 CREATE INDEX IF NOT EXISTS duplicate_links_stage_day_idx ON duplicate_links (stage, linked_at);
 CREATE UNLOGGED TABLE IF NOT EXISTS duplicate_links_staging (
     load_id text NOT NULL,
     LIKE duplicate_links
 );
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'duplicate_links_staging'::regclass
+                   AND attname = 'superseded_at' AND NOT attisdropped) THEN
+        ALTER TABLE duplicate_links_staging ADD COLUMN superseded_at timestamptz, ADD COLUMN superseded_by_run text;
+    END IF;
+END $$;
 CREATE INDEX IF NOT EXISTS duplicate_links_staging_load_idx ON duplicate_links_staging (load_id);
 """
 
@@ -72,15 +87,17 @@ def score_bin_sql(score: str = "score", stage: str = "stage") -> str:
 VIEWS_SQL = f"""
 CREATE OR REPLACE VIEW link_stats_daily AS
 SELECT (linked_at AT TIME ZONE 'UTC')::date AS day, stage,
-       count(*) FILTER (WHERE reverted_at IS NULL) AS active,
+       count(*) FILTER (WHERE reverted_at IS NULL AND superseded_at IS NULL) AS active,
        count(*) FILTER (WHERE reverted_at IS NOT NULL) AS reverted,
-       min(score) AS min_score, avg(score) AS avg_score, max(score) AS max_score
+       min(score) AS min_score, avg(score) AS avg_score, max(score) AS max_score,
+       count(*) FILTER (WHERE reverted_at IS NULL AND superseded_at IS NOT NULL) AS superseded
 FROM duplicate_links GROUP BY 1, 2;
 
 CREATE OR REPLACE VIEW link_score_histogram AS
 SELECT (linked_at AT TIME ZONE 'UTC')::date AS day, stage, {score_bin_sql()} AS bin_lower,
-       count(*) FILTER (WHERE reverted_at IS NULL) AS active,
-       count(*) FILTER (WHERE reverted_at IS NOT NULL) AS reverted
+       count(*) FILTER (WHERE reverted_at IS NULL AND superseded_at IS NULL) AS active,
+       count(*) FILTER (WHERE reverted_at IS NOT NULL) AS reverted,
+       count(*) FILTER (WHERE reverted_at IS NULL AND superseded_at IS NOT NULL) AS superseded
 FROM duplicate_links GROUP BY 1, 2, 3;
 
 -- Each document that takes part in an active link, with its ultimate canonical:
@@ -89,7 +106,7 @@ FROM duplicate_links GROUP BY 1, 2, 3;
 CREATE OR REPLACE VIEW document_canonical AS
 WITH RECURSIVE edge AS (
     SELECT DISTINCT ON (duplicate_id) duplicate_id, canonical_id, stage
-    FROM duplicate_links WHERE reverted_at IS NULL
+    FROM duplicate_links WHERE reverted_at IS NULL AND superseded_at IS NULL
     ORDER BY duplicate_id, linked_at DESC, array_position(ARRAY[{_STAGE_LIST}], stage),
              canonical_id
 ), walk (document_id, canonical_id, depth, stages) AS (
@@ -116,6 +133,22 @@ ON CONFLICT (duplicate_id, canonical_id, stage) DO UPDATE
     SET reverted_at = EXCLUDED.reverted_at, revert_reason = EXCLUDED.revert_reason
     WHERE EXCLUDED.reverted_at IS NOT NULL AND duplicate_links.reverted_at IS NULL
 """
+
+# Supersede stamps go first: the link that replaces one may only turn active once the old one is not.
+# Then links that Delta made active again (an incremental run found them anew) lose their stamp,
+# and take the score Delta holds (an incremental run may rescore a link it computes again).
+SUPERSEDE_LINKS_SQL = ("""
+UPDATE duplicate_links t SET superseded_at = s.superseded_at, superseded_by_run = s.superseded_by_run
+FROM duplicate_links_staging s
+WHERE s.load_id = %(load_id)s AND s.superseded_at IS NOT NULL AND t.superseded_at IS NULL
+  AND (t.duplicate_id, t.canonical_id, t.stage) = (s.duplicate_id, s.canonical_id, s.stage)
+""", """
+UPDATE duplicate_links t SET superseded_at = NULL, superseded_by_run = NULL, score = s.score
+FROM duplicate_links_staging s
+WHERE s.load_id = %(load_id)s AND s.superseded_at IS NULL
+  AND (t.superseded_at IS NOT NULL OR t.score IS DISTINCT FROM s.score)
+  AND (t.duplicate_id, t.canonical_id, t.stage) = (s.duplicate_id, s.canonical_id, s.stage)
+""")
 
 
 MIN_SERVER_VERSION = 140000   # the views use CYCLE (PostgreSQL 14)
@@ -261,11 +294,15 @@ def load_links(links_df, dsn: str, load_id: str) -> dict[str, int]:
         stale = clean_stale_staging(guard, "duplicate_links_staging", load_id)
         # A retried load starts its staging from scratch.
         guard.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))
-        staged = stage_dataframe(links_df, dsn, "duplicate_links_staging", LINK_COLUMNS, load_id)
-        cols = sql.SQL(", ").join(map(sql.Identifier, LINK_COLUMNS))
+        columns = LINK_COLUMNS + tuple(c for c in SUPERSEDE_COLUMNS if c in links_df.columns)
+        staged = stage_dataframe(links_df, dsn, "duplicate_links_staging", columns, load_id)
+        cols = sql.SQL(", ").join(map(sql.Identifier, columns))
         with connect(dsn) as conn:
             with conn.transaction():
                 before = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
+                if len(columns) > len(LINK_COLUMNS):
+                    for stmt in SUPERSEDE_LINKS_SQL:
+                        conn.execute(stmt, {"load_id": load_id})
                 conn.execute(sql.SQL(MERGE_LINKS_SQL).format(cols=cols), {"load_id": load_id})
                 after = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
                 conn.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))

@@ -1,4 +1,7 @@
-"""Embeddings in Postgres (pgvector): the `documents` table, its HNSW index, the seed query.
+"""Embeddings in Postgres (pgvector): vectors into `documents`, its HNSW index, the seed query.
+
+The documents table itself (every stage's keys and the vector columns) is
+pg_documents'; this module loads vectors alone and runs the seed query.
 
 Loads follow pg.py: executors COPY into an unlogged staging table under a load
 id, then one transaction upserts the staged rows. The table holds one
@@ -8,45 +11,21 @@ seed query would otherwise rank vectors of different models against each other.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from psycopg import sql
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from . import pg, store
+from . import pg, pg_documents
 from ..stages.embeddings import ModelVersionMismatch, require_same_version
 
-if TYPE_CHECKING:
-    from ..config import Config
-
 DOCUMENT_COLUMNS = ("id", "published_at", "lang", "source", "title", "canonical_url", "model_version", "embedding")
-INDEX_NAME = "documents_embedding_hnsw"
+INDEX_NAME = pg_documents.HNSW_INDEX
 
 # The query the product runs; $1 is the query vector (same model_version as the table).
 SEED_QUERY = ("SELECT id, 1 - (embedding <=> $1) AS similarity FROM documents "
               "WHERE published_at > now() - interval '48 hours' ORDER BY embedding <=> $1 LIMIT 10")
-
-SCHEMA_SQL = """
-CREATE EXTENSION IF NOT EXISTS vector;
-CREATE TABLE IF NOT EXISTS documents (
-    id            bigint PRIMARY KEY,
-    published_at  timestamptz,
-    lang          text,
-    source        text,
-    title         text,
-    canonical_url text,
-    model_version text NOT NULL,
-    embedding     vector({dim}) NOT NULL
-);
-CREATE INDEX IF NOT EXISTS {index} ON documents USING hnsw (embedding vector_cosine_ops);
-CREATE INDEX IF NOT EXISTS documents_published_at_idx ON documents (published_at);
-CREATE UNLOGGED TABLE IF NOT EXISTS documents_staging (
-    load_id text NOT NULL,
-    LIKE documents
-);
-CREATE INDEX IF NOT EXISTS documents_staging_load_idx ON documents_staging (load_id);
-"""
 
 MERGE_SQL = """
 INSERT INTO documents ({cols})
@@ -60,29 +39,12 @@ def vector_literal(values: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
-def table_dim(conn) -> int | None:
-    """Dimension of documents.embedding, or None when the table does not exist yet."""
-    row = conn.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('documents') "
-                       "AND attname = 'embedding'").fetchone()
-    return int(row[0]) if row else None
-
-
 def ensure_schema(dsn: str, dim: int) -> None:
-    if dim <= 0:
-        raise ValueError(f"embedding dimension {dim}: must be positive")
-    with pg.connect(dsn) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        existing = table_dim(conn)
-        if existing is not None and existing != dim:
-            raise ModelVersionMismatch(
-                f"Postgres documents.embedding is vector({existing}) but the vectors to load have {dim} "
-                "dimensions: they come from another model; load them into a fresh table or database")
-        conn.execute(SCHEMA_SQL.format(dim=int(dim), index=INDEX_NAME))
+    """The unified documents table (pg_documents) with embedding typed vector(dim) and its HNSW index."""
+    pg_documents.ensure_schema(dsn, dim)
 
 
-def table_version(conn) -> str | None:
-    row = conn.execute("SELECT model_version FROM documents LIMIT 1").fetchone()
-    return row[0] if row else None
+table_version = pg_documents.table_version
 
 
 def load_documents(df: DataFrame, dsn: str, load_id: str) -> dict[str, Any]:
@@ -129,14 +91,6 @@ def load_documents(df: DataFrame, dsn: str, load_id: str) -> dict[str, Any]:
             "model_version": version}
 
 
-def documents_with_vectors(spark: SparkSession, output: str, model_version: str) -> DataFrame:
-    """Rows for load_documents from the Delta tables: documents joined with their vector of one version."""
-    vectors = (store.read(spark, output, "embeddings").where(F.col("model_version") == model_version)
-               .select("id", "model_version", "embedding"))
-    docs = store.read(spark, output, "documents").select(*DOCUMENT_COLUMNS[:6])
-    return docs.join(vectors, "id").select(*DOCUMENT_COLUMNS)
-
-
 def _execute(verb: str, query_vector: Sequence[float]) -> sql.Composed:
     # EXECUTE is a utility statement: its argument must be a literal, not a bound parameter.
     return sql.SQL(verb + " seed_query({})").format(sql.Literal(vector_literal(query_vector)))
@@ -161,12 +115,3 @@ def seed_query_plan(dsn: str, query_vector: Sequence[float]) -> str:
         conn.execute(f"PREPARE seed_query(vector) AS {SEED_QUERY}")
         rows = conn.execute(_execute("EXPLAIN EXECUTE", query_vector)).fetchall()
         return "\n".join(r[0] for r in rows)
-
-
-def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str) -> dict[str, Any]:
-    from ..stages.embeddings import resolve
-
-    version = resolve(conf.semantic, with_thresholds=False).version
-    if not store.exists(spark, store.table_path(output, "embeddings")):
-        return {"staged": 0, "inserted": 0, "updated": 0, "model_version": version}
-    return load_documents(documents_with_vectors(spark, output, version), dsn, load_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -107,5 +107,12 @@ def read(spark: SparkSession, output: str, name: str) -> DataFrame:
     return spark.read.format("delta").load(table_path(output, name))
 
 
+def is_active(links: DataFrame) -> Column:
+    """Not reverted, and not superseded by an incremental run (tables written before those have no column)."""
+    active = F.col("reverted_at").isNull()
+    return active & F.col("superseded_at").isNull() if "superseded_at" in links.columns else active
+
+
 def active_links(spark: SparkSession, output: str) -> DataFrame:
-    return read(spark, output, "duplicate_links").where(F.col("reverted_at").isNull())
+    links = read(spark, output, "duplicate_links")
+    return links.where(is_active(links))

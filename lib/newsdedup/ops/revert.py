@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
@@ -42,9 +42,12 @@ class Selection:
         if self.stage not in STAGE_NAMES:
             raise ValueError(f"unknown stage {self.stage!r}; expected one of {', '.join(STAGE_NAMES)}")
 
-    def spark_condition(self) -> Column:
+    def spark_condition(self, columns: Sequence[str] = ()) -> Column:
+        """columns: the links table's; superseded links (incremental runs) are never reverted."""
         cond = F.col("stage") == F.lit(self.stage)
         cond &= F.col("reverted_at").isNotNull() if self.undo else F.col("reverted_at").isNull()
+        if not self.undo and "superseded_at" in columns:
+            cond &= F.col("superseded_at").isNull()
         if self.below is not None:
             cond &= F.col("score") < F.lit(float(self.below))
         if self.run_id is not None:
@@ -52,7 +55,9 @@ class Selection:
         return cond
 
     def sql_condition(self) -> tuple[str, dict[str, Any]]:
-        parts = ["stage = %(stage)s", "reverted_at IS NOT NULL" if self.undo else "reverted_at IS NULL"]
+        # A superseded link is already inactive: there is nothing to revert.
+        parts = ["stage = %(stage)s", "reverted_at IS NOT NULL" if self.undo else
+                 "reverted_at IS NULL AND superseded_at IS NULL"]
         params: dict[str, Any] = {"stage": self.stage}
         if self.below is not None:
             parts.append("score < %(below)s")
@@ -72,12 +77,13 @@ class RevertResult:
 
 def count_delta(spark: SparkSession, output: str, sel: Selection) -> dict[str, int]:
     """Links per stage that the selection matches in Delta (for dry runs)."""
-    rows = (store.read(spark, output, "duplicate_links").where(sel.spark_condition())
-            .groupBy("stage").count().collect())
+    links = store.read(spark, output, "duplicate_links")
+    rows = links.where(sel.spark_condition(links.columns)).groupBy("stage").count().collect()
     return {r["stage"]: int(r["count"]) for r in rows}
 
 
 def count_postgres(dsn: str, sel: Selection) -> int:
+    pg.ensure_schema(dsn)  # an older database gains the superseded_at column the condition reads
     where, params = sel.sql_condition()
     with pg.connect(dsn) as conn:
         return int(conn.execute(f"SELECT count(*) FROM duplicate_links WHERE {where}", params).fetchone()[0])
@@ -97,9 +103,10 @@ def _update_delta(spark: SparkSession, output: str, sel: Selection, ts: datetime
 
     path = store.table_path(output, "duplicate_links")
     table = DeltaTable.forPath(spark, path)
-    n = table.toDF().where(sel.spark_condition()).count()
+    cond = sel.spark_condition(table.toDF().columns)
+    n = table.toDF().where(cond).count()
     if n:
-        table.update(sel.spark_condition(), {
+        table.update(cond, {
             "reverted_at": F.lit(ts).cast("timestamp"),
             "revert_reason": F.lit(reason).cast("string"),
         })

@@ -56,19 +56,20 @@ def _with_day(links: DataFrame) -> DataFrame:
     return links.withColumn("day", F.to_date("linked_at"))
 
 
-def _state_counts() -> list:
+def _state_counts(links: DataFrame) -> list:
+    """active (not reverted, not superseded) and reverted counts."""
     reverted = F.col("reverted_at").isNotNull()
-    return [F.sum((~reverted).cast("long")).alias("active"), F.sum(reverted.cast("long")).alias("reverted")]
+    return [F.sum(store.is_active(links).cast("long")).alias("active"), F.sum(reverted.cast("long")).alias("reverted")]
 
 
 def delta_stats(spark: SparkSession, output: str, flt: Filter) -> tuple[list[dict], list[dict]]:
     links = flt.spark(_with_day(store.read(spark, output, "duplicate_links"))).cache()
     daily = (links.groupBy("day", "stage")
-             .agg(*_state_counts(), F.min("score").alias("min_score"), F.avg("score").alias("avg_score"),
+             .agg(*_state_counts(links), F.min("score").alias("min_score"), F.avg("score").alias("avg_score"),
                   F.max("score").alias("max_score"))
              .orderBy("day", "stage").collect())
     hist = (links.withColumn("bin_lower", F.expr(pg.score_bin_sql()))
-            .groupBy("day", "stage", "bin_lower").agg(*_state_counts())
+            .groupBy("day", "stage", "bin_lower").agg(*_state_counts(links))
             .orderBy("day", "stage", "bin_lower").collect())
     links.unpersist()
     return [r.asDict() for r in daily], [r.asDict() for r in hist]

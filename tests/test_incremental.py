@@ -1,0 +1,130 @@
+"""Incremental runs: the sample as three slices ends with the active links of one run over the whole sample."""
+
+from __future__ import annotations
+
+import pandas as pd
+import psycopg
+import pytest
+from pyspark.sql import functions as F
+
+from newsdedup import job
+from newsdedup.io import store
+from newsdedup.ops import revert
+
+from conftest import SAMPLE
+
+ORDER = (2, 1, 0)   # slices by id % 3; later slices bring older members of groups already stored
+
+
+def keyset(rows):
+    return {(r["duplicate_id"], r["canonical_id"], r["stage"], round(r["score"], 9)) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def runs(spark, conf, pg_server_dsn, tmp_path_factory):
+    import uuid
+
+    root = tmp_path_factory.mktemp("incremental")
+    full = job.run(spark, str(SAMPLE), str(root / "full"), conf, load_pg=False)
+    name = "inc_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    dsn = psycopg.conninfo.make_conninfo(**{**psycopg.conninfo.conninfo_to_dict(pg_server_dsn), "dbname": name})
+    articles = pd.read_parquet(SAMPLE)
+    out = str(root / "slices")
+    reports, rows_after = [], []
+    for k in ORDER:
+        path = root / f"slice{k}.parquet"
+        articles[articles["id"] % 3 == k].to_parquet(path)
+        reports.append(job.run(spark, str(path), out, conf, dsn=dsn))
+        rows_after.append(store.read(spark, out, "duplicate_links").count())
+    return root, out, dsn, full, reports, rows_after
+
+
+def test_three_slices_end_with_the_active_links_of_one_run(runs, spark):
+    root, out, _, full, reports, _ = runs
+    whole = keyset(store.read(spark, str(root / "full"), "duplicate_links").collect())
+    assert len(whole) == full.counts["links.total"] > 20
+    assert keyset(store.active_links(spark, out).collect()) == whole
+    assert store.read(spark, out, "documents").count() == full.counts["documents"]
+    assert [r.counts.get("existing_documents", 0) for r in reports][1:] == [
+        sum(r.counts["documents"] for r in reports[:1]), sum(r.counts["documents"] for r in reports[:2])]
+
+
+def test_older_newcomers_supersede_links_which_are_never_deleted(runs, spark):
+    _, out, _, _, reports, rows_after = runs
+    links = store.read(spark, out, "duplicate_links")
+    superseded = links.where(F.col("superseded_at").isNotNull()).collect()
+    assert superseded, "slices bring older group members: some links must have been superseded"
+    assert {r["superseded_by_run"] for r in superseded} <= {r.run_id for r in reports[1:]}
+    assert sum(r.counts["links.superseded"] for r in reports) == len(superseded)
+    assert rows_after == sorted(rows_after)                 # rows only ever added
+    assert rows_after[-1] == links.count() == len(superseded) + store.active_links(spark, out).count()
+    # One active link per duplicate, and every superseded duplicate has its replacement.
+    active = store.active_links(spark, out)
+    assert active.groupBy("duplicate_id").count().where("count > 1").count() == 0
+    assert {r["duplicate_id"] for r in superseded} <= {r["duplicate_id"] for r in active.collect()} | \
+        {r["canonical_id"] for r in active.collect()}
+
+
+def test_postgres_holds_the_same_active_and_superseded_links(runs, spark):
+    _, out, dsn, _, _, _ = runs
+    with psycopg.connect(dsn) as c:
+        pg_rows = c.execute("SELECT duplicate_id, canonical_id, stage, score, superseded_at IS NOT NULL "
+                            "FROM duplicate_links").fetchall()
+        docs = c.execute("SELECT count(*) FROM documents").fetchone()[0]
+        active_view = c.execute("SELECT coalesce(sum(active), 0) FROM link_stats_daily").fetchone()[0]
+    pg_active = {(d, c, s, round(x, 9)) for d, c, s, x, sup in pg_rows if not sup}
+    assert pg_active == keyset(store.active_links(spark, out).collect())
+    assert sum(1 for *_, sup in pg_rows if sup) == store.read(spark, out, "duplicate_links") \
+        .where(F.col("superseded_at").isNotNull()).count()
+    assert active_view == len(pg_active)
+    assert docs == store.read(spark, out, "documents").count()
+
+
+def test_revert_and_stats_ignore_superseded_links(runs, spark):
+    _, out, _, _, _, _ = runs
+    active = store.active_links(spark, out).groupBy("stage").count().collect()
+    for row in active:
+        assert revert.count_delta(spark, out, revert.Selection(stage=row["stage"])) == {row["stage"]: row["count"]}
+    from newsdedup.ops import stats
+
+    daily, _ = stats.delta_stats(spark, out, stats.Filter())
+    assert sum(r["active"] for r in daily) == sum(r["count"] for r in active)
+
+
+def test_a_rerun_of_the_last_slice_changes_nothing(runs, spark, conf):
+    root, out, dsn, _, _, rows_after = runs
+    again = job.run(spark, str(root / f"slice{ORDER[-1]}.parquet"), out, conf, dsn=dsn)
+    assert again.counts["links.new"] == again.counts["links.superseded"] == 0
+    assert store.read(spark, out, "duplicate_links").count() == rows_after[-1]
+
+
+def test_fingerprints_do_not_depend_on_the_rest_of_the_batch(spark, conf):
+    """A SimHash is exact even when its batch holds a document without one (no float64 detour)."""
+    from newsdedup import prepare
+    from newsdedup.io.input import conform, split_invalid
+    from newsdedup.stages.content import ContentKeys
+    from newsdedup.stages.simhash import SimhashKeys
+
+    from conftest import make_df
+
+    body = "Rivers in Sylhet rose above danger level on Tuesday, leaving thousands of families stranded."
+    raw = make_df(spark, [(1, "https://a.example/1", "Flood in Sylhet", body, None, "a", "en"),
+                          (2, "https://a.example/2", "Headline only", "", None, "a", "en")]).coalesce(1)
+    valid, _ = split_invalid(conform(raw, "UTC"))
+    got = {r.id: r.simhash for r in prepare.fingerprint(valid, conf).collect()}
+    cols = ContentKeys(conf.content, conf.input.max_text_chars).columns("Flood in Sylhet", body, None, "en", [])
+    expected = SimhashKeys(conf.simhash).columns(cols["key"], "en", cols["has_body"])["simhash"]
+    assert got == {1: expected, 2: None}
+
+
+@pytest.mark.slow
+def test_another_slice_order_ends_the_same(runs, spark, conf, tmp_path):
+    """Oldest slice first, then the newest: the same active links again (Delta only)."""
+    root, _, _, _, _, _ = runs
+    out = str(tmp_path / "other_order")
+    for k in (0, 2, 1):
+        job.run(spark, str(root / f"slice{k}.parquet"), out, conf, load_pg=False)
+    whole = keyset(store.read(spark, str(root / "full"), "duplicate_links").collect())
+    assert keyset(store.active_links(spark, out).collect()) == whole

@@ -1,0 +1,270 @@
+"""The seeds' Postgres schema (documents + links) and the live `check` lookups, against a real PostgreSQL.
+
+One job run over the bundled sample fills Delta and Postgres; the lookups are
+checked against what that run decided.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+from pyspark.sql import functions as F
+
+from newsdedup import cli, job
+from newsdedup.io import pg_documents, store
+from newsdedup.ops import check
+from newsdedup.stages.simhash import hamming
+
+from conftest import SAMPLE
+
+
+@pytest.fixture(scope="module")
+def loaded(spark, conf, pg_server_dsn, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    name = "docs_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(pg_server_dsn)
+    dsn = psycopg.conninfo.make_conninfo(**{**info, "dbname": name})
+    report = job.run(spark, str(SAMPLE), str(out), conf, dsn=dsn)
+    docs = {r["id"]: r.asDict() for r in store.read(spark, out, "documents").collect()}
+    links = {r["duplicate_id"]: r.asDict() for r in store.active_links(spark, out).collect()}
+    return str(out), dsn, report, docs, links
+
+
+def sample_rows():
+    with open(SAMPLE.with_suffix(".jsonl"), encoding="utf-8") as fh:
+        return {r["id"]: r for r in map(json.loads, fh)}
+
+
+def q(dsn, text, params=()):
+    with psycopg.connect(dsn) as c:
+        return c.execute(text, params).fetchall()
+
+
+def test_documents_table_mirrors_delta_with_every_key(loaded):
+    _, dsn, report, docs, _ = loaded
+    rows = {r[0]: r for r in q(dsn, "SELECT id, content_hash, simhash, band_0, band_3, lang FROM documents")}
+    assert set(rows) == set(docs) and report.counts["postgres.documents.inserted"] == len(docs)
+    for i, (_, content, fp, b0, b3, lang) in rows.items():
+        d = docs[i]
+        assert (content, fp, b0, b3, lang) == (d["content_hash"], d["simhash"], d["band_0"], d["band_3"], d["lang"])
+
+
+def test_url_hash_is_unique_and_held_by_the_url_groups_canonical(loaded):
+    _, dsn, _, docs, links = loaded
+    held = dict(q(dsn, "SELECT id, url_hash FROM documents"))
+    url_links = [l for l in links.values() if l["stage"] == "url"]
+    assert len(url_links) == 12
+    for link in url_links:
+        assert held[link["duplicate_id"]] is None
+        assert held[link["canonical_id"]] == docs[link["duplicate_id"]]["url_hash"]
+    # Every other document with a parseable URL keeps its own hash.
+    others = [i for i, d in docs.items() if d["url_hash"] and i not in {l["duplicate_id"] for l in url_links}]
+    assert all(held[i] == docs[i]["url_hash"] for i in others)
+
+
+def test_schema_indexes_foreign_keys_and_one_active_link(loaded):
+    _, dsn, _, _, _ = loaded
+    idx = dict(q(dsn, "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('documents', 'duplicate_links')"))
+    assert "UNIQUE" in idx["documents_url_hash_key"]
+    for name in ["documents_content_hash_idx", *[f"documents_band_{i}_idx" for i in range(4)]]:
+        assert name in idx
+    one = idx["duplicate_links_one_active"]
+    assert "UNIQUE" in one and "reverted_at IS NULL" in one and "superseded_at IS NULL" in one
+    fks = {r[0] for r in q(dsn, "SELECT conname FROM pg_constraint WHERE contype = 'f' "
+                                "AND conrelid = 'duplicate_links'::regclass")}
+    assert fks == {"duplicate_links_duplicate_fk", "duplicate_links_canonical_fk"}
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        q(dsn, "INSERT INTO duplicate_links (duplicate_id, canonical_id, stage, linked_at, run_id) "
+               "VALUES (987654321, 1, 'url', now(), 'x')")
+
+
+def test_reload_is_idempotent(loaded, spark, conf):
+    out, dsn, _, docs, _ = loaded
+    before = q(dsn, "SELECT * FROM documents ORDER BY id")
+    again = pg_documents.load_from_delta(spark, out, dsn, conf, "reload")
+    assert again["inserted"] == 0 and again["updated"] == len(docs)
+    assert q(dsn, "SELECT * FROM documents ORDER BY id") == before
+    assert q(dsn, "SELECT count(*) FROM documents_staging") == [(0,)]
+
+
+def _doc_rows(spark, rows):
+    cols = pg_documents.COLUMNS
+    data = [tuple(r.get(c) for c in cols) for r in rows]
+    schema = ", ".join(f"{c} {'long' if c in ('id', 'simhash') else 'int' if c.startswith('band') else 'timestamp' if c == 'published_at' else 'string'}" for c in cols)
+    return spark.createDataFrame(data, schema)
+
+
+@pytest.mark.parametrize("empty_first", [True, False])
+def test_a_failed_load_leaves_the_previous_state(spark, pg_dsn, empty_first):
+    good = [{"id": 1, "url_hash": "a", "content_hash": "c1"}, {"id": 2, "url_hash": "b"}]
+    pg_documents.ensure_schema(pg_dsn)
+    if not empty_first:
+        pg_documents.load_documents(_doc_rows(spark, good), pg_dsn, "L1")
+    before = q(pg_dsn, "SELECT id, url_hash FROM documents ORDER BY id")
+    indexes = q(pg_dsn, "SELECT indexname FROM pg_indexes WHERE tablename = 'documents' ORDER BY 1")
+    bad = [{"id": 3, "url_hash": "z"}, {"id": 4, "url_hash": "z"}]   # two holders of one url_hash
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        pg_documents.load_documents(_doc_rows(spark, bad), pg_dsn, "L2")
+    assert q(pg_dsn, "SELECT id, url_hash FROM documents ORDER BY id") == before
+    # The bulk path dropped the indexes before inserting: the rollback brought them back.
+    assert q(pg_dsn, "SELECT indexname FROM pg_indexes WHERE tablename = 'documents' ORDER BY 1") == indexes
+    assert "documents_url_hash_key" in {r[0] for r in indexes}
+
+
+def test_an_older_copy_of_a_url_takes_over_its_url_hash(spark, pg_dsn):
+    pg_documents.load_documents(_doc_rows(spark, [{"id": 5, "url_hash": "u"}]), pg_dsn, "L1")
+    moved = [{"id": 5, "url_hash": None}, {"id": 4, "url_hash": "u"}]   # 4 is older: now the group's first
+    pg_documents.load_documents(_doc_rows(spark, moved), pg_dsn, "L2")
+    assert q(pg_dsn, "SELECT id, url_hash FROM documents ORDER BY id") == [(4, "u"), (5, None)]
+
+
+# ---------------------------------------------------------------- check
+
+
+def article(base: dict, **changes) -> dict:
+    a = {k: base.get(k) for k in ("id", "url", "title", "body", "published_at", "source", "lang")}
+    a.update(changes)
+    return a
+
+
+def test_check_finds_each_stage_and_nothing_for_a_new_article(loaded, conf):
+    _, dsn, _, docs, links = loaded
+    rows = sample_rows()
+    checker = check.Checker(conf, dsn)
+    url_link = next(l for l in links.values() if l["stage"] == "url")
+    dup = rows[url_link["duplicate_id"]]
+    v = checker.check(article(dup, id=900001, title="something else", body="entirely"))
+    assert (v.canonical_id, v.stage, v.score) == (url_link["canonical_id"], "url", 1.0)
+
+    canon = next(i for i, d in docs.items() if i not in links and d["content_hash"] and d["simhash"] is not None)
+    v = checker.check(article(rows[canon], id=900002, url="https://fresh.example/a"))
+    assert (v.canonical_id, v.stage) == (canon, "content")
+
+    edited = article(rows[canon], id=900003, url="https://fresh.example/b", body=rows[canon]["body"] + " Updated.")
+    k = checker.keys(edited)
+    assert k["content_hash"] != docs[canon]["content_hash"]
+    assert hamming(k["simhash"], docs[canon]["simhash"]) <= conf.simhash.language(k["lang"]).max_hamming
+    v = checker.check(edited)
+    assert (v.canonical_id, v.stage) == (canon, "simhash") and v.score >= 1 - 3 / 64
+
+    new = checker.check({"id": 900004, "url": "https://fresh.example/c", "title": "Zebra crossing painted",
+                         "body": "A zebra crossing was painted in front of the village school on Tuesday.",
+                         "published_at": "2026-05-01T10:00:00Z", "source": "x", "lang": None})
+    assert (new.canonical_id, new.stage, new.score) == (None, None, None)
+    assert q(dsn, "SELECT count(*) FROM documents WHERE id > 900000") == [(0,)]   # no --insert: nothing written
+
+
+def test_a_content_match_suppressed_at_stage_1_stands_aside(loaded, conf):
+    """A document stage 1 linked never takes part in stage 2: its content twin resolves to a survivor."""
+    _, dsn, _, docs, links = loaded
+    rows = sample_rows()
+    url_dups = [l for l in links.values() if l["stage"] == "url"]
+    for link in url_dups:
+        survivors_same_text = [i for i, d in docs.items()
+                               if d["content_hash"] == docs[link["duplicate_id"]]["content_hash"]
+                               and links.get(i, {}).get("stage") != "url"]
+        v = check.Checker(conf, dsn).check(article(rows[link["duplicate_id"]], id=900010,
+                                                   url="https://fresh.example/z"))
+        assert v.canonical_id != link["duplicate_id"]
+        if survivors_same_text:
+            assert v.stage == "content"
+
+
+def test_a_batch_sees_its_own_variants_and_insert_survives_conflicts(loaded, conf, capsys, tmp_path):
+    _, dsn, _, _, _ = loaded
+    existing = sample_rows()[1]
+    fresh = {"id": 910001, "url": "https://fresh.example/story?id=7", "title": "Ferry service resumes",
+             "body": "Ferry service on the Padma resumed on Monday after three days of suspension due to fog.",
+             "published_at": "2026-05-02T08:00:00", "source": "fresh.example", "lang": "en"}
+    variant = {**fresh, "id": 910002, "url": "https://www.fresh.example/story?id=7&utm_source=fb",
+               "body": "Completely rewritten text about something else for the second variant."}
+    path = tmp_path / "batch.jsonl"
+    batch = [existing, fresh, variant]
+    path.write_text("\n".join(json.dumps(a) for a in batch) + "\n", encoding="utf-8")
+
+    assert cli.main(["check", "--pg", dsn, "--input", str(path)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["id"] for o in out] == [1, 910001, 910002]
+    assert out[1] == {"id": 910001, "canonical_id": None, "stage": None, "score": None}
+    assert out[2] == {"id": 910002, "canonical_id": 910001, "stage": "url", "score": 1.0}
+
+    assert cli.main(["check", "--pg", dsn, "--input", str(path), "--insert"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert "already stored" in out[0]["error"]           # id 1 is loaded: skipped, the batch goes on
+    assert out[2]["canonical_id"] == 910001 and "error" not in out[2]
+    assert q(dsn, "SELECT id, url_hash IS NOT NULL FROM documents WHERE id > 910000 ORDER BY id") == \
+        [(910001, True), (910002, False)]
+    assert q(dsn, "SELECT duplicate_id, canonical_id, stage FROM duplicate_links WHERE duplicate_id > 910000") == \
+        [(910002, 910001, "url")]
+    # Run again: everything is stored; the lookups now come from Postgres and nothing is inserted twice.
+    assert cli.main(["check", "--pg", dsn, "--input", str(path), "--insert"]) == 0
+    again = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert again[2]["canonical_id"] == 910001 and "already stored" in again[2]["error"]
+    assert q(dsn, "SELECT count(*) FROM duplicate_links WHERE duplicate_id > 910000") == [(1,)]
+
+
+def test_check_without_pg_or_output_is_a_clear_error(tmp_path, capsys):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": 1}\n')
+    assert cli.main(["check", "--input", str(path)]) == 2
+    assert "--pg" in capsys.readouterr().err
+
+
+def test_stats_views_count_superseded_links_as_inactive(loaded):
+    _, dsn, _, _, links = loaded
+    some = next(iter(links.values()))
+    active_before = q(dsn, "SELECT sum(active) FROM link_stats_daily")[0][0]
+    with psycopg.connect(dsn) as c:
+        c.execute("UPDATE duplicate_links SET superseded_at = now(), superseded_by_run = 'r' "
+                  "WHERE duplicate_id = %s", (some["duplicate_id"],))
+        assert c.execute("SELECT sum(active), sum(superseded) FROM link_stats_daily").fetchone() == \
+            (active_before - 1, 1)
+        assert c.execute("SELECT count(*) FROM document_canonical WHERE document_id = %s",
+                         (some["duplicate_id"],)).fetchone()[0] == 0
+        c.rollback()
+
+
+def test_documents_from_delta_match_spark_group_first(loaded, spark):
+    out, _, _, docs, _ = loaded
+    rows = pg_documents.url_hash_of_group_first(store.read(spark, out, "documents"))
+    holders = rows.where(F.col("url_hash").isNotNull()).groupBy("url_hash").count()
+    assert holders.where("count > 1").count() == 0
+    assert holders.count() == len({d["url_hash"] for d in docs.values() if d["url_hash"]})
+
+
+def test_check_stage_4_finds_the_same_event_within_the_window(pg_dsn, conf):
+    """The pgvector query: same model_version, within window_hours of published_at, cosine over threshold."""
+    from datetime import timedelta
+
+    from newsdedup.io.pg_vectors import vector_literal
+    from newsdedup.stages import embeddings as emb
+
+    from semantic_data import ARTICLES, SEM, T0, VERSION
+
+    checker = check.Checker(conf.with_overrides({"semantic": SEM}), pg_dsn)
+    model = emb.model_for(checker.conf.semantic)
+    pg_documents.ensure_schema(pg_dsn, dim=emb.embedding_dim(model))
+    stored = [(1, "metro_a", 0), (2, "derby", 1), (3, "flood", -100)]
+    with psycopg.connect(pg_dsn) as c:
+        for i, key, hours in stored:
+            title, body = ARTICLES[key]
+            vec = emb.encode(model, [f"{title}\n{body}"])[0]
+            c.execute("INSERT INTO documents (id, url_hash, published_at, lang, title, model_version, embedding) "
+                      "VALUES (%s, %s, %s, 'en', %s, %s, %s)",
+                      (i, f"u{i}", T0 + timedelta(hours=hours), title, VERSION, vector_literal(vec)))
+
+    def incoming(i, key, hours):
+        title, body = ARTICLES[key]
+        return {"id": i, "url": f"https://other.example/{i}", "title": title, "body": body,
+                "published_at": (T0 + timedelta(hours=hours)).isoformat(), "source": "other", "lang": "en"}
+
+    near, late, unrelated = checker.check_batch([incoming(10, "metro_b", 4), incoming(11, "metro_a", 60),
+                                                 incoming(12, "other_game", 2)])
+    assert (near.canonical_id, near.stage) == (1, "semantic") and near.score >= SEM["thresholds"]["same_language"]
+    assert late.canonical_id is None          # 60 h after metro_a (56 h after 10): outside the 48 h window
+    assert unrelated.canonical_id is None
