@@ -40,6 +40,8 @@ PREPARED_SCHEMA = T.StructType([
     T.StructField("band_1", T.IntegerType(), True),
     T.StructField("band_2", T.IntegerType(), True),
     T.StructField("band_3", T.IntegerType(), True),
+    T.StructField("simhash_w", T.LongType(), True),                      # stage 3 (issue 11)
+    T.StructField("mh_bands", T.ArrayType(T.LongType()), True),
     T.StructField("flags", T.ArrayType(T.StringType()), True),
     T.StructField("prepare_error", T.StringType(), True),
 ])
@@ -124,7 +126,7 @@ def fingerprint(df: DataFrame, conf: "Config") -> DataFrame:
         for pdf in batches:
             rows = [prep.safe_row(r) for r in pdf.to_dict("records")]
             out = pd.DataFrame(rows, columns=names)
-            for c in ("simhash", "n_features", "text_chars", "band_0", "band_1", "band_2", "band_3"):
+            for c in ("simhash", "simhash_w", "n_features", "text_chars", "band_0", "band_1", "band_2", "band_3"):
                 out[c] = out[c].astype("Int64")
             yield out
 

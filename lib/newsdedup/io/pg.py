@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "run_id",
-                "reverted_at", "revert_reason")
+                "reverted_at", "revert_reason", "via_id")
 
 from ..stages import STAGE_NAMES
 
@@ -46,6 +46,10 @@ CREATE UNLOGGED TABLE IF NOT EXISTS duplicate_links_staging (
     LIKE duplicate_links
 );
 CREATE INDEX IF NOT EXISTS duplicate_links_staging_load_idx ON duplicate_links_staging (load_id);
+-- Added with the clustered stage 3: the neighbour through which a duplicate joined
+-- its cluster (null for exact stages). ADD COLUMN IF NOT EXISTS upgrades older databases.
+ALTER TABLE duplicate_links ADD COLUMN IF NOT EXISTS via_id bigint;
+ALTER TABLE duplicate_links_staging ADD COLUMN IF NOT EXISTS via_id bigint;
 """
 
 # Fixed score bins per stage for histograms: simhash scores are 1 - d/64, so one
@@ -173,6 +177,9 @@ def stage_dataframe(df, dsn: str, table: str, columns: Sequence[str], load_id: s
 def load_links(links_df, dsn: str, load_id: str) -> dict[str, int]:
     """Idempotently load a DataFrame of links; returns staged, inserted and skipped counts."""
     ensure_schema(dsn)
+    if "via_id" not in links_df.columns:   # links written before via_id existed
+        from pyspark.sql import functions as F
+        links_df = links_df.withColumn("via_id", F.lit(None).cast("long"))
     with connect(dsn) as conn:  # a retried load starts its staging from scratch
         conn.execute("DELETE FROM duplicate_links_staging WHERE load_id = %s", (load_id,))
     staged = stage_dataframe(links_df, dsn, "duplicate_links_staging", LINK_COLUMNS, load_id)

@@ -1,9 +1,11 @@
-"""Stage 3: near-duplicates by 64-bit SimHash, banding and Hamming distance.
+"""Stage 3: near-duplicates by SimHash and MinHash candidates, verified on exact shingle sets.
 
-Pure part: features, fingerprints and bands (`SimhashKeys` is the per-row
-function `prepare` calls). Spark part: `simhash_candidates` (a self-join on
-(lang, band index, band value), then exact Hamming) and `SimhashStage`, which
-clusters the candidate pairs so transitive matches share one canonical.
+Pure part: the seed features, fingerprint and bands (kept bit-identical in the
+documents table) and `SimhashKeys`, the per-row function `prepare` calls, which
+also adds simhash_w and mh_bands (kernels in simhash_features.py). Spark part:
+`SimhashStage` below; candidate generation and verification live in
+simhash_candidates.py, clustering in clustering.py. docs/stage3.md has the design
+and the candidate arithmetic.
 
 Features are word shingles for English (word order carries the signal, words are
 short and many) and character n-grams for Bangla (rich inflection and
@@ -28,7 +30,7 @@ import numpy as np
 from . import StageResult
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from ..config import SimhashConfig
 
@@ -120,12 +122,16 @@ def hamming(a: int, b: int) -> int:
 
 
 class SimhashKeys:
-    """Per-row stage-3 columns: simhash, n_features, band_0..band_3."""
+    """Per-row stage-3 columns: the seed's simhash, n_features, band_0..band_3 (unchanged,
+    bit-identical), plus simhash_w (SimHash of the distinct shingle set) and mh_bands
+    (MinHash LSH band hashes) that stage 3 now joins on."""
 
     def __init__(self, sim_conf: "SimhashConfig"):
         self.conf = sim_conf
 
     def columns(self, key: str, lang: str | None, has_body: bool) -> dict[str, Any]:
+        from .simhash_features import minhash_bands, set_simhash, shingle_set
+
         spec = self.conf.language(lang)
         hashes = features(key, spec.features, spec.ngram) if has_body else np.empty(0, np.uint64)
         n = distinct(hashes)
@@ -133,68 +139,82 @@ class SimhashKeys:
         out: dict[str, Any] = {"simhash": fp, "n_features": n}
         for i, b in enumerate(bands(fp, self.conf.bands) if fp is not None else [None] * self.conf.bands):
             out[f"band_{i}"] = b
+        # Documents too short for the seed fingerprint stay out of stage 3 altogether.
+        shingles = shingle_set(key, spec.set_features, spec.set_ngram) if fp is not None else None
+        out["simhash_w"] = set_simhash(shingles) if shingles is not None else None
+        out["mh_bands"] = (minhash_bands(shingles, self.conf.minhash_bands, self.conf.minhash_rows)
+                           if shingles is not None else None)
         return out
 
 
 # ---------------------------------------------------------------- Spark step
 
-def band_columns(sim_conf: "SimhashConfig") -> list[str]:
-    return [f"band_{i}" for i in range(sim_conf.bands)]
-
-
-def threshold_column(sim_conf: "SimhashConfig", lang: "Column") -> "Column":
-    """The per-language max_hamming as a column expression."""
-    from pyspark.sql import functions as F
-
-    expr = F.lit(sim_conf.languages["default"].max_hamming)
-    for name, spec in sim_conf.languages.items():
-        if name != "default":
-            expr = F.when(lang == name, F.lit(spec.max_hamming)).otherwise(expr)
-    return expr
-
-
-def simhash_candidates(docs: "DataFrame", sim_conf: "SimhashConfig") -> tuple["DataFrame", "DataFrame"]:
-    """Candidate pairs from a self-join on (lang, band index, band value), then exact Hamming.
-
-    Returns (edges with columns a, b, distance; skipped oversize buckets).
-    """
-    from pyspark.sql import functions as F
-
-    band_cols = band_columns(sim_conf)
-    fp = docs.where(F.col("simhash").isNotNull()).select("id", "lang", "simhash", *band_cols)
-    exploded = fp.select(
-        "id", "lang", "simhash",
-        F.posexplode(F.array(*[F.col(c) for c in band_cols])).alias("band", "value"))
-    sizes = exploded.groupBy("lang", "band", "value").agg(F.count("*").alias("n"))
-    oversize = sizes.where(F.col("n") > sim_conf.max_band_bucket)
-    buckets = exploded.join(F.broadcast(oversize.select("lang", "band", "value")),
-                            ["lang", "band", "value"], "left_anti")
-    a, b = buckets.alias("a"), buckets.alias("b")
-    pairs = (a.join(b, (F.col("a.lang") == F.col("b.lang")) & (F.col("a.band") == F.col("b.band"))
-                    & (F.col("a.value") == F.col("b.value")) & (F.col("a.id") < F.col("b.id")))
-             .select(F.col("a.id").alias("a"), F.col("b.id").alias("b"), F.col("a.lang").alias("lang"),
-                     F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))).alias("distance"))
-             .dropDuplicates(["a", "b"]))
-    edges = pairs.where(F.col("distance") <= threshold_column(sim_conf, F.col("lang")))
-    return edges.select("a", "b", "distance"), oversize
+STAGE_COLUMNS = ("simhash_w", "mh_bands")   # what stage 3 needs on the unresolved rows besides id, lang
 
 
 class SimhashStage:
+    """Candidates (Manku tables on simhash_w + MinHash bands), exact verification, then
+    large-star/small-star clustering; each link scores the duplicate against its canonical."""
+
     name = "simhash"
 
     def run(self, ctx, unresolved: "DataFrame") -> StageResult:
         from pyspark.sql import functions as F
 
-        from ..clustering import cut_lineage, links_from_edges, order_key, survivors_after
+        from ..clustering import cluster_sizes, cut_lineage, links_from_edges, order_key, survivors_after
+        from .simhash_candidates import candidate_pairs, pair_features, similarity, verified
 
         sim_conf = ctx.conf.simhash
-        edges, oversize = simhash_candidates(unresolved, sim_conf)
-        edges = cut_lineage(edges.select("a", "b", (1.0 - F.col("distance") / 64.0).alias("score")))
+        pairs, split = candidate_pairs(unresolved, sim_conf)
+        pairs = cut_lineage(pairs)
+        ids = (pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
+               .distinct())
+        feats = cut_lineage(pair_features(ctx.documents, ids, ctx.conf))
+        edges = cut_lineage(verified(similarity(pairs, feats, "a", "b"), sim_conf)
+                            .select("a", "b", F.col("jaccard").alias("score")))
+
+        def to_canonical(members: "DataFrame") -> "DataFrame":
+            scored = similarity(members, feats, "duplicate_id", "canonical_id")
+            return scored.select("duplicate_id", "canonical_id", F.col("jaccard").alias("score"))
+
         vertices = unresolved.select("id", order_key().alias("key"))
-        links = links_from_edges(edges, vertices, self.name, sim_conf.max_iterations)
-        notes = []
-        n_oversize = oversize.count()
-        if n_oversize:
-            notes.append(f"{n_oversize} simhash band bucket(s) over simhash.max_band_bucket were skipped")
-        return StageResult(links, survivors_after(unresolved, links), notes,
-                           {"simhash.oversize_buckets": n_oversize})
+        links = cut_lineage(links_from_edges(edges, vertices, self.name, sim_conf.max_iterations,
+                                             canonical_score=to_canonical))
+        counts, notes = _stage_counts(unresolved, pairs, edges, links, split, cluster_sizes(links), sim_conf)
+        flags = split.select("id", F.concat(F.lit("simhash_bucket_split:"),
+                                            F.when(F.col("path") == 0, "tables").otherwise("minhash")).alias("flag"))
+        return StageResult(links, survivors_after(unresolved, links), notes, counts, flags=flags)
+
+
+SIZE_BINS = ((2, 2), (3, 5), (6, 10), (11, 100), (101, None))
+
+
+def _stage_counts(unresolved, pairs, edges, links, split, sizes, sim_conf) -> tuple[dict[str, int], list[str]]:
+    """Report counters: candidates per path, verified edges, split buckets, cluster sizes."""
+    from pyspark.sql import functions as F
+
+    row = pairs.agg(F.sum((F.col("path") == 0).cast("int")).alias("tables"),
+                    F.sum((F.col("path") == 1).cast("int")).alias("minhash")).first()
+    n_docs = unresolved.where(F.col("simhash_w").isNotNull()).count()
+    counts = {"simhash.documents": n_docs, "simhash.candidates.tables": int(row.tables or 0),
+              "simhash.candidates.minhash": int(row.minhash or 0), "simhash.edges": edges.count(),
+              "simhash.split_documents": split.select("id").distinct().count()}
+    # Every candidate pair involves two documents: per-document candidates = 2 * pairs / docs.
+    counts["simhash.candidates_per_doc_x1000"] = (
+        int(round(2000 * (counts["simhash.candidates.tables"] + counts["simhash.candidates.minhash"])
+                  / n_docs)) if n_docs else 0)
+    for lo, hi in SIZE_BINS:
+        cond = F.col("size") >= lo if hi is None else F.col("size").between(lo, hi)
+        counts[f"simhash.clusters.size_{lo}{'+' if hi is None else f'_{hi}'}"] = sizes.where(cond).count()
+    big = sizes.where(F.col("size") > sim_conf.max_cluster_size).orderBy(F.col("size").desc())
+    n_big = big.count()
+    counts["simhash.clusters_over_max"] = n_big
+    notes = []
+    if counts["simhash.split_documents"]:
+        notes.append(f"{counts['simhash.split_documents']} document(s) sat in stage-3 buckets over "
+                     f"simhash.max_band_bucket and were compared only within their chunk "
+                     f"(flagged simhash_bucket_split on their documents rows)")
+    if n_big:
+        top = ", ".join(f"{r.canonical_id} ({r.size})" for r in big.limit(10).collect())
+        notes.append(f"{n_big} stage-3 cluster(s) over simhash.max_cluster_size={sim_conf.max_cluster_size}: {top}")
+    return counts, notes
