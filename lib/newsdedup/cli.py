@@ -152,7 +152,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     conf = config.load_config(args.conf)
     spark = get_spark(conf, "newsdedup-eval")
     ev = evaluate.run_eval(spark, conf, args.output, n_docs=args.docs, seed=args.seed,
-                           input_path=args.input, truth_path=args.truth, plot=args.plot)
+                           input_path=args.input, truth_path=args.truth, plot=args.plot,
+                           must_not_link_path=args.must_not_link)
     print(evaluate.report_text(ev))
     print(f"\nwrote {args.output}/eval.json and {args.plot or args.output + '/simhash_distances.png'}")
     return 0
@@ -258,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--truth", help="its ground truth (Parquet: id, cluster_id, kind, lang, template_id, parent_id)")
     p.add_argument("--output", default="out/eval", help="directory for the corpus, eval.json and the plot")
     p.add_argument("--plot", help="PNG path of the SimHash distance plot (default: OUTPUT/simhash_distances.png)")
+    p.add_argument("--must-not-link", help="pairs that must stay apart (Parquet: a, b, kind), "
+                                           "e.g. must_not_link.parquet from python -m newsdedup.lab.realtext")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("bench", help="docs/s per stage, peak memory and baselines on synthetic corpora")

@@ -26,7 +26,7 @@ import numpy as np
 
 from .simhash import _mix, features, to_signed
 
-_MERSENNE = np.uint64((1 << 61) - 1)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _BANGLA_DIGITS = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 # A capitalised word that does not open a sentence (the previous non-space is not . ! ? or a line start).
@@ -45,7 +45,7 @@ def set_simhash(shingles: np.ndarray) -> int | None:
     """Signed 64-bit SimHash of a set: each distinct shingle votes once with a mixed 64-bit hash."""
     if len(shingles) == 0:
         return None
-    h = _mix(shingles.view(np.uint32).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    h = _mix(shingles.view(np.uint32).astype(np.uint64) * _GOLDEN)
     bits = np.unpackbits(np.ascontiguousarray(h, dtype="<u8").view(np.uint8).reshape(-1, 8),
                          axis=1, bitorder="little")
     votes = 2 * bits.sum(axis=0, dtype=np.int64) - len(h)
@@ -53,22 +53,21 @@ def set_simhash(shingles: np.ndarray) -> int | None:
 
 
 @lru_cache(maxsize=16)
-def _permutations(n_perm: int, seed: int = 20070508) -> tuple[np.ndarray, np.ndarray]:
-    """Universal hash parameters (a, c) < 2^32, fixed by seed: (a*x + c) mod (2^61 - 1)."""
-    rng = np.random.Generator(np.random.PCG64(seed))
-    a = rng.integers(1, 1 << 32, size=n_perm, dtype=np.uint64)
-    c = rng.integers(0, 1 << 32, size=n_perm, dtype=np.uint64)
-    return a, c
+def _salts(n_perm: int, seed: int = 20070508) -> np.ndarray:
+    """n_perm fixed 64-bit salts, one per hash function."""
+    return np.random.Generator(np.random.PCG64(seed)).integers(0, 2 ** 64 - 1, size=n_perm, dtype=np.uint64,
+                                                               endpoint=True)
 
 
 def minhash_signature(shingles: np.ndarray, n_perm: int) -> np.ndarray:
     """n_perm minimum hash values (uint64) of a set of 32-bit shingles.
 
-    x, a, c < 2^32, so a*x + c < 2^64 never wraps before the modulo by the prime.
+    Hash i is splitmix64(premixed(x) XOR salt_i): every output bit depends on every
+    input bit, so no shingle is "small" under all functions at once (a linear
+    a*x + c with small a and c would favour small x in every permutation).
     """
-    a, c = _permutations(n_perm)
-    x = shingles.view(np.uint32).astype(np.uint64)
-    return ((x[:, None] * a[None, :] + c[None, :]) % _MERSENNE).min(axis=0)
+    x = _mix(shingles.view(np.uint32).astype(np.uint64) * _GOLDEN + np.uint64(1))
+    return _mix(x[:, None] ^ _salts(n_perm)[None, :]).min(axis=0)
 
 
 def minhash_bands(shingles: np.ndarray, n_bands: int, rows: int) -> list[int] | None:
@@ -81,7 +80,7 @@ def minhash_bands(shingles: np.ndarray, n_bands: int, rows: int) -> list[int] | 
     sig = minhash_signature(shingles, n_bands * rows).reshape(n_bands, rows)
     acc = np.arange(1, n_bands + 1, dtype=np.uint64)
     for j in range(rows):
-        acc = _mix(acc * np.uint64(0x9E3779B97F4A7C15) + sig[:, j])
+        acc = _mix(acc * _GOLDEN + sig[:, j])
     return [to_signed(int(v)) for v in acc]
 
 
