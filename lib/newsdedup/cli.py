@@ -171,6 +171,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
+    if args.stage3_only:
+        import os
+        import platform
+
+        from .lab import bench_stage3
+
+        machine = f"{platform.machine()}, {os.cpu_count()} cores, Spark master {spark.sparkContext.master}"
+        out = Path(args.out if args.out != "docs/benchmarks.md" else "docs/benchmarks-stage3.md")
+        results = bench_stage3.run(spark, conf, bench.parse_sizes(args.sizes), args.seed, args.work,
+                                   on_progress=lambda r: out.write_text(bench_stage3.markdown(r, command, machine)))
+        print(bench_stage3.markdown(results, command, machine))
+        return 0
+
     def save(partial: "bench.Bench") -> None:   # rewritten after every size
         out.write_text(bench.markdown(partial), encoding="utf-8")
 
@@ -272,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allpairs-sample", type=int, default=4000, help="documents in the all-pairs SimHash sample")
     p.add_argument("--embed-sample", type=int, default=256, help="documents embedded to time baseline (c); 0 skips")
     p.add_argument("--minhash-limit", type=float, default=900, help="seconds before MinHashLSH is cancelled; 0 skips")
+    p.add_argument("--stage3-only", action="store_true",
+                   help="time stage 3 alone on features computed once per corpus, beside a banded MinHash LSH "
+                        "(default report: docs/benchmarks-stage3.md)")
     p.set_defaults(func=cmd_bench)
 
     return parser

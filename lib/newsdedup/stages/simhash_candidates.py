@@ -106,7 +106,7 @@ def _first_table(sim_conf: "SimhashConfig", lang: "Column", xor: "Column") -> "C
 
 # ---------------------------------------------------------------- candidates (Spark)
 
-def _exploded(docs: "DataFrame", sim_conf: "SimhashConfig") -> "DataFrame":
+def _exploded(docs: "DataFrame", sim_conf: "SimhashConfig", paths: tuple[int, ...]) -> "DataFrame":
     """One row per (document, table) and per (document, MinHash band): id, lang, fp, path, slot, value."""
     from pyspark.sql import functions as F
 
@@ -117,7 +117,10 @@ def _exploded(docs: "DataFrame", sim_conf: "SimhashConfig") -> "DataFrame":
     tables = tables.select("id", "lang", "fp", "path", "slot", F.col("fp").bitwiseAND(F.col("mask")).alias("value"))
     bands = base.where(F.col("mh_bands").isNotNull()).select(
         "id", "lang", "fp", F.lit(MINHASH_PATH).alias("path"), F.posexplode("mh_bands").alias("slot", "value"))
-    return tables.unionByName(bands).withColumn("lang", F.coalesce("lang", F.lit("default")))
+    rows = tables.unionByName(bands) if SIMHASH_PATH in paths else bands
+    if MINHASH_PATH not in paths:
+        rows = tables
+    return rows.withColumn("lang", F.coalesce("lang", F.lit("default")))
 
 
 def _split_oversize(rows: "DataFrame", max_bucket: int) -> tuple["DataFrame", "DataFrame"]:
@@ -136,11 +139,14 @@ def _split_oversize(rows: "DataFrame", max_bucket: int) -> tuple["DataFrame", "D
     return small.unionByName(chunked), big.select("id", "path").distinct()
 
 
-def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig") -> tuple["DataFrame", "DataFrame"]:
-    """(pairs a < b with lang, path, distance; ids of documents in split buckets with their path)."""
+def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig",
+                    paths: tuple[int, ...] = (SIMHASH_PATH, MINHASH_PATH)) -> tuple["DataFrame", "DataFrame"]:
+    """(pairs a < b with lang, path, distance; ids of documents in split buckets with their path).
+
+    paths: which candidate paths run (the MinHash-only baseline of the benchmark uses one)."""
     from pyspark.sql import functions as F
 
-    rows, split = _split_oversize(_exploded(docs, sim_conf), sim_conf.max_band_bucket)
+    rows, split = _split_oversize(_exploded(docs, sim_conf, paths), sim_conf.max_band_bucket)
     a = rows.select(*[F.col(c).alias(f"a_{c}") for c in rows.columns])
     b = rows.select(*[F.col(c).alias(f"b_{c}") for c in rows.columns])
     on = [F.col(f"a_{c}") == F.col(f"b_{c}") for c in ("lang", "path", "slot", "value", "sub")]
@@ -153,7 +159,9 @@ def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig") -> tuple["Data
                           F.bit_count(xor).alias("distance"), within.alias("within"),
                           _first_table(sim_conf, lang, xor).alias("first"))
     tables = pairs.where((F.col("path") == SIMHASH_PATH) & F.col("within") & (F.col("first") == F.col("slot")))
-    minhash = (pairs.where((F.col("path") == MINHASH_PATH) & ~F.col("within"))
+    # Pairs within k bits are path 0's (when it runs); the rest are de-duplicated here.
+    seen_by_tables = F.col("within") if SIMHASH_PATH in paths else F.lit(False)
+    minhash = (pairs.where((F.col("path") == MINHASH_PATH) & ~seen_by_tables)
                .dropDuplicates(["a", "b"]))
     cols = ["a", "b", "lang", "path", "distance"]
     return tables.select(*cols).unionByName(minhash.select(*cols)), split
