@@ -79,8 +79,8 @@ def minhash_baseline(ctx, docs, jaccard: float = 0.7):
     pairs = cut_lineage(pairs)
     ids = pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id"))).distinct()
     feats = cut_lineage(pair_features(ctx.documents, ids, ctx.conf))
-    edges = (similarity(pairs, feats, "a", "b").where(F.col("jaccard") >= jaccard)
-             .select("a", "b", F.col("jaccard").alias("score")))
+    edges = cut_lineage(similarity(pairs, feats, "a", "b").where(F.col("jaccard") >= jaccard)
+                        .select("a", "b", F.col("jaccard").alias("score")))
     vertices = docs.select("id", order_key().alias("key"))
     return links_from_edges(edges, vertices, "minhash", ctx.conf.simhash.max_iterations)
 
