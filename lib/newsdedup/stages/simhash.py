@@ -166,7 +166,7 @@ class SimhashStage:
 
         sim_conf = ctx.conf.simhash
         pairs, split = candidate_pairs(unresolved, sim_conf)
-        pairs = cut_lineage(pairs)
+        pairs, split = cut_lineage(pairs), cut_lineage(split)   # both read more than once
         ids = (pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
                .distinct())
         feats = cut_lineage(pair_features(ctx.documents, ids, ctx.conf))
