@@ -203,12 +203,13 @@ def _stage_counts(unresolved, pairs, edges, links, split, sizes, sim_conf) -> tu
     counts["simhash.candidates_per_doc_x1000"] = (
         int(round(2000 * (counts["simhash.candidates.tables"] + counts["simhash.candidates.minhash"])
                   / n_docs)) if n_docs else 0)
-    for lo, hi in SIZE_BINS:
-        cond = F.col("size") >= lo if hi is None else F.col("size").between(lo, hi)
-        counts[f"simhash.clusters.size_{lo}{'+' if hi is None else f'_{hi}'}"] = sizes.where(cond).count()
+    bins = {f"simhash.clusters.size_{lo}{'+' if hi is None else f'_{hi}'}":
+            (F.col("size") >= lo if hi is None else F.col("size").between(lo, hi)) for lo, hi in SIZE_BINS}
+    bins["simhash.clusters_over_max"] = F.col("size") > sim_conf.max_cluster_size
+    hist = sizes.agg(*[F.sum(cond.cast("int")).alias(name) for name, cond in bins.items()]).first().asDict()
+    counts.update({name: int(v or 0) for name, v in hist.items()})     # one pass for every bin
+    n_big = counts["simhash.clusters_over_max"]
     big = sizes.where(F.col("size") > sim_conf.max_cluster_size).orderBy(F.col("size").desc())
-    n_big = big.count()
-    counts["simhash.clusters_over_max"] = n_big
     notes = []
     if counts["simhash.split_documents"]:
         notes.append(f"{counts['simhash.split_documents']} document(s) sat in stage-3 buckets over "
