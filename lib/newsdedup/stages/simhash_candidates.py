@@ -211,7 +211,9 @@ def similarity(pairs: "DataFrame", feats: "DataFrame", left: str, right: str) ->
 
     fl = feats.select(*[F.col(c).alias(f"l_{c}") for c in feats.columns])
     fr = feats.select(*[F.col(c).alias(f"r_{c}") for c in feats.columns])
-    j = pairs.join(fl, F.col(left) == F.col("l_id")).join(fr, F.col(right) == F.col("r_id"))
+    # Shuffle joins: the shingle arrays must never be broadcast (a 2g driver ran out building that).
+    j = (pairs.join(fl.hint("merge"), F.col(left) == F.col("l_id"))
+         .join(fr.hint("merge"), F.col(right) == F.col("r_id")))
     inter = F.size(F.array_intersect("l_sh", "r_sh"))
     union = F.size("l_sh") + F.size("r_sh") - inter
     return j.select(*pairs.columns,
