@@ -131,8 +131,9 @@ def _split_oversize(rows: "DataFrame", max_bucket: int) -> tuple["DataFrame", "D
     key = ["lang", "path", "slot", "value"]
     sizes = rows.groupBy(*key).agg(F.count("*").alias("n"))
     oversize = sizes.where(F.col("n") > max_bucket).select(*key)
-    big = rows.join(F.broadcast(oversize), key, "left_semi")
-    small = rows.join(F.broadcast(oversize), key, "left_anti").withColumn("sub", F.lit(0).cast("long"))
+    # No broadcast anywhere in stage 3: under memory pressure building one failed the job.
+    big = rows.join(oversize.hint("merge"), key, "left_semi")
+    small = rows.join(oversize.hint("merge"), key, "left_anti").withColumn("sub", F.lit(0).cast("long"))
     # Chunks of consecutive fingerprints: near neighbours (few differing high bits) stay together.
     w = Window.partitionBy(*key).orderBy("fp", "id")
     chunked = big.withColumn("sub", F.floor((F.row_number().over(w) - 1) / max_bucket).cast("long"))
