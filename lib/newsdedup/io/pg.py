@@ -47,9 +47,18 @@ CREATE UNLOGGED TABLE IF NOT EXISTS duplicate_links_staging (
 );
 CREATE INDEX IF NOT EXISTS duplicate_links_staging_load_idx ON duplicate_links_staging (load_id);
 -- Added with the clustered stage 3: the neighbour through which a duplicate joined
--- its cluster (null for exact stages). ADD COLUMN IF NOT EXISTS upgrades older databases.
-ALTER TABLE duplicate_links ADD COLUMN IF NOT EXISTS via_id bigint;
-ALTER TABLE duplicate_links_staging ADD COLUMN IF NOT EXISTS via_id bigint;
+-- its cluster (null for exact stages). Older databases get the column once; the check comes
+-- first because ALTER TABLE locks the table even when the column is already there.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                   WHERE table_name = 'duplicate_links' AND column_name = 'via_id') THEN
+        ALTER TABLE duplicate_links ADD COLUMN via_id bigint;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                   WHERE table_name = 'duplicate_links_staging' AND column_name = 'via_id') THEN
+        ALTER TABLE duplicate_links_staging ADD COLUMN via_id bigint;
+    END IF;
+END $$;
 """
 
 # Fixed score bins per stage for histograms: simhash scores are 1 - d/64, so one
