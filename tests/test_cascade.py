@@ -5,10 +5,6 @@ from datetime import datetime, timedelta
 from pyspark.sql import functions as F
 
 from newsdedup import cascade, clustering, job
-from newsdedup.stages import StageContext
-from newsdedup.stages.simhash import SimhashStage
-from newsdedup.stages import simhash as sh
-from newsdedup.config import load_config
 
 from conftest import make_df
 
@@ -69,70 +65,6 @@ def test_content_stage_sees_only_url_survivors_and_ignores_empty_bodies(spark, c
     assert not any(d == 6 for d, _, _ in links)
 
 
-def _fp_docs(spark, fingerprints, lang="en"):
-    rows = []
-    for i, (doc_id, fp) in enumerate(fingerprints):
-        rows.append((doc_id, T0 + timedelta(minutes=i), lang, fp, *sh.bands(fp)))
-    return spark.createDataFrame(
-        rows, "id long, published_at timestamp, lang string, simhash long, "
-              "band_0 int, band_1 int, band_2 int, band_3 int")
-
-
-def flip(fp, bits):
-    u = sh.to_unsigned(fp)
-    for b in bits:
-        u ^= 1 << b
-    return sh.to_signed(u)
-
-
-def simhash_stage(spark, docs, conf):
-    """Stage 3 alone on docs: (links, survivors, oversize buckets skipped)."""
-    result = SimhashStage().run(StageContext(spark, conf, job.Report(run_id="t"), docs), docs)
-    return result.links, result.survivors, result.counts["simhash.oversize_buckets"]
-
-
-def test_simhash_chain_resolves_to_one_earliest_canonical(spark, conf):
-    a = 0x0123456789ABCDEF
-    b = flip(a, [1, 20, 40])        # 3 bits from a
-    c = flip(b, [5, 25, 45])        # 3 from b, 6 from a: linked only through b
-    far = flip(a, list(range(0, 64, 3)))
-    docs = _fp_docs(spark, [(100, a), (101, b), (102, c), (103, far)])
-    links, survivors, oversize = simhash_stage(spark, docs, conf)
-    got = {(r.duplicate_id, r.canonical_id, round(r.score * 64)) for r in links.collect()}
-    assert got == {(101, 100, 61), (102, 100, 61)}
-    assert {r.id for r in survivors.collect()} == {100, 103}
-    assert oversize == 0
-
-
-def test_simhash_thresholds_are_per_language(spark):
-    strict = load_config(overrides={"simhash": {"languages": {"en": {"max_hamming": 1}}}})
-    a = 0x0F0F0F0F0F0F0F0F
-    b = flip(a, [3, 30])            # distance 2
-    en = _fp_docs(spark, [(1, a), (2, b)], "en")
-    bn = _fp_docs(spark, [(3, a), (4, b)], "bn")
-    links, _, _ = simhash_stage(spark, en.unionByName(bn), strict)
-    assert {(r.duplicate_id, r.canonical_id) for r in links.collect()} == {(4, 3)}
-
-
-def test_languages_are_never_compared_with_each_other(spark, conf):
-    a = 0x1111222233334444
-    docs = _fp_docs(spark, [(1, a)], "en").unionByName(_fp_docs(spark, [(2, a)], "bn"))
-    links, _, _ = simhash_stage(spark, docs, conf)
-    assert links.count() == 0
-
-
-def test_oversize_band_bucket_is_skipped_and_reported(spark):
-    small = load_config(overrides={"simhash": {"max_band_bucket": 2}})
-    # Three fingerprints share band 0 only; pairs 1-2 also share band 3.
-    a = 0x000A_0000_0000_0001
-    b = flip(a, [17, 33])          # changes bands 1 and 2
-    c = sh.to_signed(0x7FFF_5555_3333_0001)
-    docs = _fp_docs(spark, [(1, a), (2, b), (3, c)])
-    links, _, oversize = simhash_stage(spark, docs, small)
-    assert oversize == 1                          # band 0 bucket of size 3
-    assert {(r.duplicate_id, r.canonical_id) for r in links.collect()} == {(2, 1)}   # found via band 3
-
-
 def test_connected_labels_minimum_per_component(spark):
     edges = spark.createDataFrame([(1, 2), (2, 3), (3, 4), (10, 11)], "a long, b long")
     keys = {1: 5, 2: 1, 3: 9, 4: 2, 10: 3, 11: 0}   # id -> rank; smallest rank wins
@@ -170,17 +102,3 @@ def test_html_pages_with_different_chrome_are_content_duplicates(spark, conf):
     assert links_of(result.links) == {(2, 1, "content")}
     flags = {r.id: r.flags for r in result.documents.collect()}
     assert "from_html" in flags[1]
-
-
-def test_local_labels_equal_the_distributed_labels(spark):
-    import random
-
-    rng = random.Random(3)
-    pairs = [(rng.randrange(60), rng.randrange(60)) for _ in range(70)]
-    edges = spark.createDataFrame([(a, b) for a, b in pairs if a != b], "a long, b long")
-    vertices = spark.createDataFrame([(i, (rng.choice([None, rng.randrange(5)]), i)) for i in range(60)],
-                                     "id long, key struct<ts:int,id:long>")
-    vertices = vertices.select("id", F.struct(F.coalesce("key.ts", F.lit(99)).alias("ts"), "key.id").alias("key"))
-    distributed = {r.id: tuple(r.label) for r in clustering.connected_labels(edges, vertices, 30).collect()}
-    local = {r.id: tuple(r.label) for r in clustering.local_labels(edges, vertices).collect()}
-    assert local == distributed and len(local) > 10

@@ -23,7 +23,7 @@ def _links(spark, rows):
 
 
 def _row(d, c, stage="content", ts=T0, run="r1", reverted=None, why=None, score=1.0):
-    return (d, c, stage, score, ts, run, reverted, why)
+    return (d, c, stage, score, ts, run, reverted, why, None)   # via_id: none for these links
 
 
 def _target(dsn):

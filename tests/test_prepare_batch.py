@@ -15,9 +15,16 @@ def batch(rows):
     for c in TEXT_COLUMNS:
         cols[c] = pa.array([r.get(c) for r in rows], pa.string())
         cols[f"{c}_raw"] = pa.array([r.get(f"{c}_raw") for r in rows], pa.binary())
-    cols["published_at_missing"] = pa.array([r.get("missing", False) for r in rows])
-    cols["raw_published_at"] = pa.array([r.get("raw_ts") for r in rows], pa.string())
+    # io.input.conform's verdict on the date, as prepare's UDF receives it.
+    cols["published_at_flag"] = pa.array([_date_flag(r) for r in rows], pa.string())
     return list(cols.values()), list(cols)
+
+
+def _date_flag(row):
+    if not row.get("missing"):
+        return None
+    raw = (row.get("raw_ts") or "").strip()
+    return f"unparseable_published_at:{raw}" if raw else "no_published_at"
 
 
 class Exploding(ContentKeys):
@@ -44,6 +51,9 @@ def test_a_failing_row_is_reported_and_the_others_keep_their_keys():
     assert out[3]["url_fixed"] == "https://e.com/caf%E9" and out[3]["body_fixed"].startswith("\ufffd")
     assert out[3]["flags"] == ["invalid_utf8:url", "invalid_utf8:body"]
     assert out[1]["simhash"] is None and out[1]["content_hash"] is None
+    # Stage 3's set columns: present with the seed fingerprint, null below min_features.
+    assert out[0]["simhash_w"] is not None and len(out[0]["mh_bands"]) == conf.simhash.minhash_bands
+    assert out[2]["simhash_w"] is None and out[2]["mh_bands"] is None
 
 
 def test_a_batch_without_failures_matches_row_by_row_results():
@@ -53,3 +63,13 @@ def test_a_batch_without_failures_matches_row_by_row_results():
     whole = prepare_batch(keys, arrays, names).to_pylist()
     single = [prepare_batch(keys, [a.slice(i, 1) for a in arrays], names).to_pylist()[0] for i in range(5)]
     assert whole == single
+    # The per-row columns (prepare.Preparer, newsdedup check) give the same stage-3 keys.
+    from newsdedup.stages.content import ContentKeys
+    from newsdedup.stages.simhash import SimhashKeys
+
+    conf = load_config()
+    content = ContentKeys(conf.content, conf.input.max_text_chars).columns(rows[2]["title"], rows[2]["body"], None,
+                                                                           None, [])
+    row = SimhashKeys(conf.simhash).columns(content["key"], content["lang"], content["has_body"])
+    assert {k: row[k] for k in ("simhash", "simhash_w", "mh_bands")} == \
+        {k: whole[2][k] for k in ("simhash", "simhash_w", "mh_bands")}

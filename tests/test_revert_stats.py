@@ -29,7 +29,7 @@ LINKS = [  # duplicate, canonical, stage, score, linked_at, run
 @pytest.fixture
 def setup(spark, pg_dsn, tmp_path):
     out = str(tmp_path / "out")
-    rows = [(d, c, s, sc, ts, r, None, None) for d, c, s, sc, ts, r in LINKS]
+    rows = [(d, c, s, sc, ts, r, None, None, None) for d, c, s, sc, ts, r in LINKS]   # + via_id
     store.insert_links(spark, spark.createDataFrame(rows, store.LINKS_SCHEMA), store.table_path(out, "duplicate_links"))
     pg.load_links(store.read(spark, out, "duplicate_links"), pg_dsn, "load-1")
     return out, pg_dsn

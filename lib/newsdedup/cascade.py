@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from . import incremental, prepare, runstate, stages
 from .io.input import TEXT_COLUMNS, conform, order_date, plausible_range, split_invalid
+from .stages.simhash import STAGE_COLUMNS as SIMHASH_COLUMNS
 
 if TYPE_CHECKING:
     from .config import Config
@@ -98,8 +99,9 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
     ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=everything, output=output)
     # Implausible dates are kept on the documents but order last, like unknown ones.
     unresolved = everything.select("id", order_date().alias("published_at"), "lang", "url_hash", "content_hash",
-                                   "simhash", *[f"band_{i}" for i in range(conf.simhash.bands)])
-    all_links = []
+                                   "simhash", *[f"band_{i}" for i in range(conf.simhash.bands)],
+                                   *SIMHASH_COLUMNS)
+    all_links, all_flags = [], []
     cascade = stages.build(conf)
     for stage in cascade:
         def step(stage=stage, unresolved=unresolved):
@@ -108,17 +110,36 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
             report.counts[f"links.{stage.name}"] = links.count()
             report.notes.extend(result.notes)
             report.counts.update(result.counts)
-            return {"links": links, "survivors": result.survivors}
+            frames = {"links": links, "survivors": result.survivors}
+            if result.flags is not None:   # persisted with the step so that --resume keeps them
+                frames["flags"] = result.flags
+            return frames
 
         out = steps.step(stage.name, report, step, lambda r, name=stage.name: (
             f"{r.counts[f'links.{name}']} links, {_left(r)} documents left")).frames
         all_links.append(out["links"])
+        if "flags" in out:
+            all_flags.append(out["flags"])
         unresolved = out["survivors"]
 
     links = all_links[0]
     for extra in all_links[1:]:
-        links = links.unionByName(extra)
+        links = links.unionByName(extra, allowMissingColumns=True)   # exact stages have no via_id
     report.counts["links.total"] = sum(report.counts[f"links.{s.name}"] for s in cascade)
     report.counts["unique_documents"] = (report.counts["documents"] + report.counts.get("existing_documents", 0)
                                          - report.counts["links.total"])
-    return CascadeResult(documents=docs, links=links, quarantine=frames["quarantine"])
+    return CascadeResult(documents=_with_flags(docs, all_flags), links=links, quarantine=frames["quarantine"])
+
+
+def _with_flags(docs: DataFrame, flag_sets: list[DataFrame]) -> DataFrame:
+    """docs with every stage's (id, flag) rows appended to their flags column."""
+    if not flag_sets:
+        return docs
+    flags = flag_sets[0]
+    for extra in flag_sets[1:]:
+        flags = flags.unionByName(extra)
+    extra = flags.groupBy("id").agg(F.array_sort(F.collect_set("flag")).alias("_stage_flags"))
+    return (docs.join(extra, "id", "left")
+            .withColumn("flags", F.when(F.col("_stage_flags").isNull(), F.col("flags"))
+                        .otherwise(F.concat(F.coalesce("flags", F.array().cast("array<string>")), "_stage_flags")))
+            .drop("_stage_flags"))

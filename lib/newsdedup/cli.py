@@ -214,7 +214,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     conf = config.load_config(args.conf, overrides={"semantic": {"enabled": False}})
     spark = get_spark(conf, "newsdedup-eval")
     ev = evaluate.run_eval(spark, conf, args.output, n_docs=args.docs, seed=args.seed,
-                           input_path=args.input, truth_path=args.truth, plot=args.plot)
+                           input_path=args.input, truth_path=args.truth, plot=args.plot,
+                           must_not_link_path=args.must_not_link)
     print(evaluate.report_text(ev))
     print(f"\nwrote {args.output}/eval.json and {args.plot or args.output + '/simhash_distances.png'}")
     return 0
@@ -232,6 +233,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     command = "newsdedup bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "newsdedup bench"
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+
+    if args.stage3_only:
+        import os
+        import platform
+
+        from .lab import bench_stage3
+
+        machine = f"{platform.machine()}, {os.cpu_count()} cores, Spark master {spark.sparkContext.master}"
+        out = Path(args.out if args.out != "docs/benchmarks.md" else "docs/benchmarks-stage3.md")
+        results = bench_stage3.run(spark, conf, bench.parse_sizes(args.sizes), args.seed, args.work,
+                                   on_progress=lambda r: out.write_text(bench_stage3.markdown(r, command, machine)))
+        print(bench_stage3.markdown(results, command, machine))
+        return 0
 
     def save(partial: "bench.Bench") -> None:   # rewritten after every size
         out.write_text(bench.markdown(partial), encoding="utf-8")
@@ -342,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--truth", help="its ground truth (Parquet: id, cluster_id, kind, lang, template_id, parent_id)")
     p.add_argument("--output", default="out/eval", help="directory for the corpus, eval.json and the plot")
     p.add_argument("--plot", help="PNG path of the SimHash distance plot (default: OUTPUT/simhash_distances.png)")
+    p.add_argument("--must-not-link", help="pairs that must stay apart (Parquet: a, b, kind), "
+                                           "e.g. must_not_link.parquet from python -m newsdedup.lab.realtext")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("bench", help="docs/s per stage, peak memory and baselines on synthetic corpora")
@@ -354,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embed-sample", type=int, default=256, help="documents embedded to time baseline (c); 0 skips")
     p.add_argument("--minhash-limit", type=float, default=900, help="seconds before MinHashLSH is cancelled; 0 skips")
     p.add_argument("--no-text-cost", action="store_true", help="skip measuring title/body in the documents table")
+    p.add_argument("--stage3-only", action="store_true",
+                   help="time stage 3 alone on features computed once per corpus, beside a banded MinHash LSH "
+                        "(default report: docs/benchmarks-stage3.md)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("calibrate", help="stage-4 precision/recall per threshold on labelled pairs, thresholds per model_version")

@@ -146,10 +146,22 @@ class ContentConfig:
 
 @dataclass(frozen=True)
 class LanguageSpec:
-    features: Literal["word", "char"]
+    features: Literal["word", "char"]     # the seed SimHash's features (columns simhash, band_0..3)
     ngram: int
-    max_hamming: int
+    max_hamming: int                      # stage-3 candidates: simhash_w within this many bits
     min_features: int = 1
+    # Generalised Manku tables over simhash_w: `blocks` blocks, a table per choice of
+    # blocks - max_hamming of them (docs/stage3.md has the arithmetic).
+    blocks: int = 5
+    # The shingle set behind simhash_w, the MinHash bands and the exact verification.
+    set_features: Literal["word", "char"] = "word"
+    set_ngram: int = 3
+    # Verification of a candidate pair: Jaccard >= jaccard, or containment of the smaller
+    # shingle set >= containment; and no contradicting numbers / names (see stages/simhash.py).
+    jaccard: float = 0.6
+    containment: float = 0.85
+    numbers_overlap: float = 0.7
+    names_overlap: float = 0.5
 
 
 # The documents table holds the seed's band columns: 4 bands of 16 bits (band_0..band_3, int).
@@ -161,21 +173,32 @@ class SimhashConfig:
     bands: int = SCHEMA_BANDS
     max_band_bucket: int = 2000
     max_iterations: int = 30
+    minhash_bands: int = 25
+    minhash_rows: int = 5
+    max_cluster_size: int = 100
+
     languages: dict[str, LanguageSpec] = field(default_factory=dict)
 
     def validate(self, key: str) -> None:
         _check(self.bands == SCHEMA_BANDS, f"{key}.bands", self.bands,
                f"{SCHEMA_BANDS} (the documents table stores band_0..band_{SCHEMA_BANDS - 1}, 16 bits each)")
-        _check(self.max_band_bucket > 0, f"{key}.max_band_bucket", self.max_band_bucket, "a positive integer")
-        _check(self.max_iterations > 0, f"{key}.max_iterations", self.max_iterations, "a positive integer")
+        for name in ("max_band_bucket", "max_iterations", "minhash_bands", "minhash_rows", "max_cluster_size"):
+            _check(getattr(self, name) > 0, f"{key}.{name}", getattr(self, name), "a positive integer")
         _check("default" in self.languages, f"{key}.languages", sorted(self.languages), "a 'default' entry")
         for lang, spec in self.languages.items():
-            _check(spec.ngram >= 1, f"{key}.languages.{lang}.ngram", spec.ngram, "an integer >= 1")
-            _check(spec.min_features >= 0, f"{key}.languages.{lang}.min_features", spec.min_features, "an integer >= 0")
-            # Pigeonhole: two 64-bit fingerprints differing in <= bands-1 bits agree on
-            # at least one band. A larger threshold would silently lose pairs.
-            _check(0 <= spec.max_hamming <= self.bands - 1, f"{key}.languages.{lang}.max_hamming", spec.max_hamming,
-                   f"between 0 and bands-1={self.bands - 1}, otherwise the band join misses pairs")
+            sub = f"{key}.languages.{lang}"
+            _check(spec.ngram >= 1, f"{sub}.ngram", spec.ngram, "an integer >= 1")
+            _check(spec.set_ngram >= 1, f"{sub}.set_ngram", spec.set_ngram, "an integer >= 1")
+            _check(spec.min_features >= 0, f"{sub}.min_features", spec.min_features, "an integer >= 0")
+            _check(2 <= spec.blocks <= 16, f"{sub}.blocks", spec.blocks, "between 2 and 16")
+            # Pigeonhole: fingerprints within k bits agree on at least blocks - k whole blocks,
+            # and every choice of blocks - k blocks is a table. k >= blocks would need a table
+            # keyed on no bits at all (every pair a candidate).
+            _check(0 <= spec.max_hamming <= spec.blocks - 1, f"{sub}.max_hamming", spec.max_hamming,
+                   f"between 0 and blocks-1={spec.blocks - 1}, otherwise the band join misses pairs")
+            for name in ("jaccard", "containment", "numbers_overlap", "names_overlap"):
+                value = getattr(spec, name)
+                _check(0.0 <= value <= 1.0, f"{sub}.{name}", value, "a share between 0 and 1")
 
     def language(self, lang: str | None) -> LanguageSpec:
         return self.languages.get(lang or "default", self.languages["default"])

@@ -61,9 +61,9 @@ def with_existing(spark: SparkSession, docs: DataFrame, output: str | None, repo
 
 
 def ensure_supersede_columns(spark: SparkSession, path: str) -> None:
-    """Add superseded_at / superseded_by_run to a links table written before incremental runs."""
+    """Add superseded_at / superseded_by_run (and via_id) to a links table written before they existed."""
     have = set(spark.read.format("delta").load(path).columns)
-    todo = [f for f in SUPERSEDE_FIELDS if f.name not in have]
+    todo = [f for f in (*SUPERSEDE_FIELDS, store.LINKS_SCHEMA["via_id"]) if f.name not in have]
     if todo:
         cols = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in todo)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
@@ -81,7 +81,10 @@ def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str
     superseded, superseded links computed again revived. Returns the counts.
     """
     key = list(store.LINK_KEY)
-    computed = cut_lineage(computed.select(*key, F.col("score").cast("double")).dropDuplicates(key))
+    # via_id: the neighbour of a clustered link (stages 3 and 4); exact stages have none.
+    via = F.col("via_id").cast("long") if "via_id" in computed.columns else F.lit(None).cast("long")
+    computed = cut_lineage(computed.select(*key, F.col("score").cast("double"), via.alias("via_id"))
+                           .dropDuplicates(key))
     if not store.exists(spark, path):
         _empty_table(spark, path)
     ensure_supersede_columns(spark, path)
@@ -89,6 +92,7 @@ def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str
     current = table.toDF()
     active = current.where(F.col("reverted_at").isNull() & F.col("superseded_at").isNull())
     gone = active.join(computed, key, "left_anti").select(*key, F.lit(None).cast("double").alias("score"),
+                                                          F.lit(None).cast("long").alias("via_id"),
                                                           F.lit("supersede").alias("action"))
     source = cut_lineage(computed.withColumn("action", F.lit("keep")).unionByName(gone))
     counts = {
@@ -107,9 +111,10 @@ def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str
      .whenMatchedUpdate(condition="s.action = 'keep' AND t.reverted_at IS NULL "
                                   "AND (t.superseded_at IS NOT NULL OR NOT (t.score <=> s.score))",
                         set={"superseded_at": F.lit(None).cast("timestamp"),
-                             "superseded_by_run": F.lit(None).cast("string"), "score": F.col("s.score")})
+                             "superseded_by_run": F.lit(None).cast("string"), "score": F.col("s.score"),
+                             "via_id": F.col("s.via_id")})
      .whenNotMatchedInsert(condition="s.action = 'keep'", values={
-         **{k: F.col(f"s.{k}") for k in key}, "score": F.col("s.score"), "linked_at": ts,
+         **{k: F.col(f"s.{k}") for k in key}, "score": F.col("s.score"), "via_id": F.col("s.via_id"), "linked_at": ts,
          "run_id": F.lit(run_id), "reverted_at": F.lit(None).cast("timestamp"),
          "revert_reason": F.lit(None).cast("string"), "superseded_at": F.lit(None).cast("timestamp"),
          "superseded_by_run": F.lit(None).cast("string")})

@@ -51,13 +51,16 @@ PREPARED_SCHEMA = T.StructType([
     T.StructField("band_1", T.IntegerType(), True),
     T.StructField("band_2", T.IntegerType(), True),
     T.StructField("band_3", T.IntegerType(), True),
+    T.StructField("simhash_w", T.LongType(), True),                      # stage 3 (issue 11)
+    T.StructField("mh_bands", T.ArrayType(T.LongType()), True),
     T.StructField("flags", T.ArrayType(T.StringType()), True),
     T.StructField("prepare_error", T.StringType(), True),
 ])
 
 # Text columns the UDF may return repaired (invalid UTF-8, or a body extracted from html).
 REPAIRED = ("url", "title", "body", "source")
-_ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_()}
+_ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_(),
+                "array<string>": pa.list_(pa.string()), "array<bigint>": pa.list_(pa.int64())}
 
 
 def percent_escape_invalid_utf8(raw: bytes) -> str:
@@ -162,8 +165,8 @@ class Preparer:
 
 
 def _arrow(name: str, kind: str, values: Any, out: dict[str, Any]) -> pa.Array:
-    if kind == "array<string>":
-        return pa.array(values, type=pa.list_(pa.string()))
+    if kind.startswith("array<"):
+        return pa.array(values, type=_ARROW_TYPES[kind])
     if isinstance(values, np.ndarray):
         valid = out.get(f"{name}_valid")
         return pa.array(values, type=_ARROW_TYPES[kind], mask=None if valid is None else ~np.asarray(valid))

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 
 LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "run_id",
-                "reverted_at", "revert_reason")
+                "reverted_at", "revert_reason", "via_id")
 # Stamped when an incremental run replaces a link (incremental.py); loaded when the links carry them.
 SUPERSEDE_COLUMNS = ("superseded_at", "superseded_by_run")
 
@@ -67,6 +67,19 @@ DO $$ BEGIN
     END IF;
 END $$;
 CREATE INDEX IF NOT EXISTS duplicate_links_staging_load_idx ON duplicate_links_staging (load_id);
+-- Added with the clustered stage 3: the neighbour through which a duplicate joined
+-- its cluster (null for exact stages). Older databases get the column once; the check comes
+-- first because ALTER TABLE locks the table even when the column is already there.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                   WHERE table_name = 'duplicate_links' AND column_name = 'via_id') THEN
+        ALTER TABLE duplicate_links ADD COLUMN via_id bigint;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                   WHERE table_name = 'duplicate_links_staging' AND column_name = 'via_id') THEN
+        ALTER TABLE duplicate_links_staging ADD COLUMN via_id bigint;
+    END IF;
+END $$;
 """
 
 # Fixed score bins per stage for histograms: simhash scores are 1 - d/64, so one
@@ -290,6 +303,9 @@ def stage_dataframe(df, dsn: str, table: str, columns: Sequence[str], load_id: s
 def load_links(links_df, dsn: str, load_id: str) -> dict[str, int]:
     """Idempotently load a DataFrame of links; returns staged, inserted and skipped counts."""
     ensure_schema(dsn)
+    if "via_id" not in links_df.columns:   # links written before via_id existed
+        from pyspark.sql import functions as F
+        links_df = links_df.withColumn("via_id", F.lit(None).cast("long"))
     with hold_load_lock(dsn, load_id) as guard:
         stale = clean_stale_staging(guard, "duplicate_links_staging", load_id)
         # A retried load starts its staging from scratch.

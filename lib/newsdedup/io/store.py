@@ -20,6 +20,9 @@ LINKS_SCHEMA = T.StructType([
     # A revert never deletes: it stamps these two columns.
     T.StructField("reverted_at", T.TimestampType(), True),
     T.StructField("revert_reason", T.StringType(), True),
+    # The neighbour through which a clustered duplicate joined (stages 3 and 4); null
+    # for exact stages. Added after the first release: insert_links adds it to older tables.
+    T.StructField("via_id", T.LongType(), True),
 ])
 LINK_KEY = ("duplicate_id", "canonical_id", "stage")
 
@@ -73,11 +76,14 @@ def merge_documents(spark: SparkSession, docs: DataFrame, path: str) -> None:
 
 def insert_links(spark: SparkSession, links: DataFrame, path: str) -> None:
     """Insert links not already present (by duplicate_id, canonical_id, stage): reruns add nothing."""
-    links = links.select(*[F.col(f.name).cast(f.dataType) for f in LINKS_SCHEMA.fields]).dropDuplicates(list(LINK_KEY))
+    links = links.select(*[(F.col(f.name) if f.name in links.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+                           for f in LINKS_SCHEMA.fields]).dropDuplicates(list(LINK_KEY))
     if not exists(spark, path):   # a first run: nothing to merge with, so append instead of MERGE
         spark.createDataFrame([], LINKS_SCHEMA).write.format("delta").save(path)
         links.write.format("delta").mode("append").save(path)
         return
+    if "via_id" not in spark.read.format("delta").load(path).columns:   # written before via_id existed
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (via_id BIGINT)")
     cond = " AND ".join(f"t.{k} = s.{k}" for k in LINK_KEY)
     DeltaTable.forPath(spark, path).alias("t").merge(links.alias("s"), cond).whenNotMatchedInsertAll().execute()
 

@@ -40,12 +40,12 @@ def allpairs_simhash(spark, fps, conf: "Config") -> tuple[int, float]:
     """Exact all-pairs Hamming on fps (id, lang, simhash) with a Spark cross join; (pairs within, s)."""
     from pyspark.sql import functions as F
 
-    from ..stages.simhash import threshold_column
+    from ..stages.simhash_candidates import per_language
 
     a, b = fps.alias("a"), fps.alias("b")
     joined = (a.crossJoin(b).where((F.col("a.id") < F.col("b.id")) & (F.col("a.lang") == F.col("b.lang")))
               .where(F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash")))
-                     <= threshold_column(conf.simhash, F.col("a.lang"))))
+                     <= per_language(conf.simhash, F.col("a.lang"), lambda s: F.lit(s.max_hamming))))
     return timed(joined.count)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..stages import STAGE_NAMES
+from .eval_kinds import MUST_NOT_LINK_KINDS
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -123,7 +124,7 @@ def kind_recall(truth: pd.DataFrame, uf: Clusters) -> list[dict[str, Any]]:
     derived = truth[truth["parent_id"] > 0]
     for kind, grp in derived.groupby("kind", sort=True):
         joined = sum(uf.find(int(i)) == uf.find(int(p)) for i, p in zip(grp["id"], grp["parent_id"]))
-        label = "false_merge_rate" if kind == "hard_negative" else "recall"
+        label = "false_merge_rate" if kind in MUST_NOT_LINK_KINDS else "recall"
         rows.append({"kind": kind, "documents": len(grp), "joined_to_parent": int(joined),
                      "measure": label, "value": joined / len(grp)})
     return rows
@@ -280,6 +281,8 @@ class Evaluation:
     samples: pd.DataFrame
     counts: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    kind_stages: list[dict[str, Any]] = field(default_factory=list)   # eval_kinds.stage_kind_metrics
+    languages: list[dict[str, Any]] = field(default_factory=list)     # pair metrics per language
 
     def stage(self, name: str) -> dict[str, Any]:
         return next(r for r in self.stages if r["stage"] == name)
@@ -289,12 +292,28 @@ class Evaluation:
 
     def to_json(self) -> str:
         return json.dumps({"stages": self.stages, "kinds": self.kinds, "counts": self.counts,
-                           "seconds": self.seconds,
+                           "seconds": self.seconds, "kind_stages": self.kind_stages,
+                           "languages": self.languages,
                            "sweep": self.sweep.to_dict("records")}, indent=2, default=float)
 
 
-def evaluate(spark, raw, truth: pd.DataFrame, conf: "Config") -> Evaluation:
-    """Run the cascade in memory on raw (the job's input schema) and score it against truth."""
+def per_language(truth: pd.DataFrame, links: pd.DataFrame) -> list[dict[str, Any]]:
+    """Overall pairwise metrics per language (links whose duplicate is of that language)."""
+    rows = []
+    lang_of = dict(zip(truth["id"].astype(int), truth["lang"]))
+    for lang, grp in truth.groupby("lang", sort=True):
+        mine = links[[lang_of.get(int(d)) == lang for d in links["duplicate_id"]]]
+        stage_rows, _ = pair_metrics(dict(zip(grp["id"].astype(int), grp["cluster_id"].astype(int))),
+                                     mine.itertuples(index=False, name=None))
+        rows.append({"lang": lang, **stage_rows[-1]})
+    return rows
+
+
+def evaluate(spark, raw, truth: pd.DataFrame, conf: "Config", pairs: pd.DataFrame | None = None) -> Evaluation:
+    """Run the cascade in memory on raw (the job's input schema) and score it against truth
+    (and against must-not-link pairs a, b, kind when given)."""
+    from .eval_kinds import stage_kind_metrics
+
     from pyspark.sql import functions as F
 
     from ..cascade import run_cascade
@@ -308,7 +327,9 @@ def evaluate(spark, raw, truth: pd.DataFrame, conf: "Config") -> Evaluation:
     stages, uf = pair_metrics(truth_map, links.itertuples(index=False, name=None))
     samples = distance_samples(fps, truth, conf.simhash.bands)
     return Evaluation(stages=stages, kinds=kind_recall(truth, uf), sweep=threshold_sweep(samples),
-                      samples=samples, counts=dict(report.counts), seconds=dict(report.seconds))
+                      samples=samples, counts=dict(report.counts), seconds=dict(report.seconds),
+                      kind_stages=stage_kind_metrics(truth, links.itertuples(index=False, name=None), pairs),
+                      languages=per_language(truth, links))
 
 
 def _fmt(v: Any) -> str:
@@ -331,9 +352,16 @@ SWEEP_COLUMNS = ("lang", "max_hamming", "near_dup_pairs", "near_dup_recall", "no
 
 
 def report_text(ev: Evaluation) -> str:
+    from .eval_kinds import KIND_STAGE_COLUMNS
+
     return "\n\n".join([
         "Pairwise precision / recall per stage (recall_stage: share of all true pairs this stage found)",
         markdown_table(ev.stages, STAGE_COLUMNS),
+        "Overall pairwise precision / recall / F1 per language",
+        markdown_table(ev.languages, ("lang", *STAGE_COLUMNS[1:])),
+        "Per stage (cumulative), language and kind: pairwise P/R/F1 of duplicate kinds; "
+        "must-not-link pairs put in one cluster (linked_must_not)",
+        markdown_table(ev.kind_stages, KIND_STAGE_COLUMNS),
         "Per variant kind (document joined to the document it was derived from)",
         markdown_table(ev.kinds, KIND_COLUMNS),
         "SimHash threshold sweep (near-duplicate kinds vs. non-duplicate pairs)",
@@ -347,7 +375,7 @@ def thresholds_of(conf: "Config") -> dict[str, int]:
 
 def run_eval(spark, conf: "Config", output: str | Path, *, n_docs: int = 5000, seed: int = 7,
              input_path: str | None = None, truth_path: str | None = None,
-             plot: str | Path | None = None) -> Evaluation:
+             plot: str | Path | None = None, must_not_link_path: str | None = None) -> Evaluation:
     """Generate a corpus under output (unless input/truth are given), evaluate, write
     output/eval.json and the distance plot (default output/simhash_distances.png)."""
     from ..io.input import read_input
@@ -364,7 +392,8 @@ def run_eval(spark, conf: "Config", output: str | Path, *, n_docs: int = 5000, s
     cores = spark.sparkContext.defaultParallelism
     if raw.rdd.getNumPartitions() < cores:   # a small corpus is one row group: use every core
         raw = raw.repartition(cores)
-    ev = evaluate(spark, raw, truth, conf)
+    pairs = pd.read_parquet(must_not_link_path) if must_not_link_path else None
+    ev = evaluate(spark, raw, truth, conf, pairs)
     (out / "eval.json").write_text(ev.to_json(), encoding="utf-8")
     plot_distances(ev.samples, thresholds_of(conf), plot or out / "simhash_distances.png")
     return ev

@@ -42,6 +42,9 @@ class StageResult:
     survivors: "DataFrame"            # the unresolved documents handed to the next stage
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)   # added to the run report as they are
+    # id, flag: documents the stage could not fully handle (e.g. not compared with every
+    # candidate); the cascade appends the flag to their documents row.
+    flags: "DataFrame | None" = None
 
 
 class Stage(Protocol):

@@ -1,10 +1,13 @@
-"""Stage 3: near-duplicates by 64-bit SimHash, banding and Hamming distance.
+"""Stage 3: near-duplicates by SimHash and MinHash candidates, verified on exact shingle sets.
 
-Pure part: features, fingerprints and bands (`SimhashKeys.batch` is the
-per-batch function `prepare` calls; it runs the compiled kernel in
-simhash_kernel, which computes exactly what `features` and `simhash` define). Spark part: `simhash_candidates` (a self-join on
-(lang, band index, band value), then exact Hamming) and `SimhashStage`, which
-clusters the candidate pairs so transitive matches share one canonical.
+Pure part: the seed features, fingerprint and bands (kept bit-identical in the
+documents table) and `SimhashKeys`, whose `batch` is the per-batch function
+`prepare` calls: it runs the compiled kernel in simhash_kernel (exactly what
+`features` and `simhash` define) and adds simhash_w and mh_bands (kernels in
+simhash_features.py); the bands are cut in Spark. Spark part: `SimhashStage`
+below; candidate generation and verification live in simhash_candidates.py,
+clustering in clustering.py. docs/stage3.md has the design and the candidate
+arithmetic.
 
 Features are word shingles for English (word order carries the signal, words are
 short and many) and character n-grams for Bangla (rich inflection and
@@ -123,14 +126,15 @@ def hamming(a: int, b: int) -> int:
 
 
 class SimhashKeys:
-    """Stage-3 columns for a batch of documents: simhash, n_features (bands are derived in Spark).
+    """Stage-3 columns for a batch of documents: the seed's simhash and n_features (bands are
+    derived in Spark, bit-identical to `bands`), plus simhash_w (SimHash of the distinct shingle
+    set) and mh_bands (MinHash LSH band hashes) that stage 3 joins on.
 
     `batch` is what `prepare` calls once per Arrow batch; it runs the compiled
-    kernel (simhash_kernel) over all texts at once. Further per-document stage-3
-    features belong here: add their fields to FIELDS and their arrays to `batch`.
+    kernel (simhash_kernel) over all texts at once for the seed fingerprint.
     """
 
-    FIELDS = (("simhash", "bigint"), ("n_features", "int"))
+    FIELDS = (("simhash", "bigint"), ("n_features", "int"), ("simhash_w", "bigint"), ("mh_bands", "array<bigint>"))
 
     def __init__(self, sim_conf: "SimhashConfig"):
         self.conf = sim_conf
@@ -154,16 +158,35 @@ class SimhashKeys:
         is_word, is_text = kern.char_classes()
         fps, distinct, _ = kern.fingerprint_batch(*kern.code_points(folded), kinds, ngrams, is_word, is_text,
                                                   *kern.word_cache().arrays())
-        return {"simhash": fps.view(np.int64), "simhash_valid": (kinds >= 0) & (distinct >= minimum) & (distinct > 0),
-                "n_features": distinct.astype(np.int32)}
+        valid = (kinds >= 0) & (distinct >= minimum) & (distinct > 0)
+        out = {"simhash": fps.view(np.int64), "simhash_valid": valid, "n_features": distinct.astype(np.int32)}
+        out.update(self.set_columns(keys, langs, valid))
+        return out
+
+    def set_columns(self, keys: Sequence[str], langs: Sequence[str | None],
+                    valid: Sequence[bool]) -> dict[str, Any]:
+        """simhash_w and mh_bands per document; documents too short for the seed fingerprint
+        (valid false) stay out of stage 3 altogether (nulls)."""
+        from .simhash_features import minhash_bands, set_simhash, shingle_set
+
+        w: list[int | None] = [None] * len(keys)
+        mh: list[list[int] | None] = [None] * len(keys)
+        for i in np.flatnonzero(np.asarray(valid, dtype=bool)):
+            spec = self.conf.language(langs[i])
+            shingles = shingle_set(keys[i], spec.set_features, spec.set_ngram)
+            w[i] = set_simhash(shingles)
+            mh[i] = minhash_bands(shingles, self.conf.minhash_bands, self.conf.minhash_rows)
+        return {"simhash_w": w, "mh_bands": mh}
 
     def columns(self, key: str, lang: str | None, has_body: bool) -> dict[str, Any]:
-        """One document (tests, tools): simhash (None below min_features), n_features, band_0.."""
+        """One document (tests, tools): simhash (None below min_features), n_features, band_0..,
+        simhash_w, mh_bands."""
         out = self.batch([key], [lang], [has_body])
         fp = int(out["simhash"][0]) if out["simhash_valid"][0] else None
         cols: dict[str, Any] = {"simhash": fp, "n_features": int(out["n_features"][0])}
         for i, b in enumerate(bands(fp, self.conf.bands) if fp is not None else [None] * self.conf.bands):
             cols[f"band_{i}"] = b
+        cols["simhash_w"], cols["mh_bands"] = out["simhash_w"][0], out["mh_bands"][0]
         return cols
 
     def spark_columns(self, simhash: "Column") -> dict[str, "Column"]:
@@ -178,67 +201,73 @@ class SimhashKeys:
 
 # ---------------------------------------------------------------- Spark step
 
-# Candidate edges up to this many are clustered on the driver (clustering.local_labels):
-# 2M pairs of longs are 32 MB, and near-duplicate edges number about one per duplicate.
-LOCAL_MAX_EDGES = 2_000_000
-
-def band_columns(sim_conf: "SimhashConfig") -> list[str]:
-    return [f"band_{i}" for i in range(sim_conf.bands)]
-
-
-def threshold_column(sim_conf: "SimhashConfig", lang: "Column") -> "Column":
-    """The per-language max_hamming as a column expression."""
-    from pyspark.sql import functions as F
-
-    expr = F.lit(sim_conf.languages["default"].max_hamming)
-    for name, spec in sim_conf.languages.items():
-        if name != "default":
-            expr = F.when(lang == name, F.lit(spec.max_hamming)).otherwise(expr)
-    return expr
-
-
-def simhash_candidates(docs: "DataFrame", sim_conf: "SimhashConfig") -> tuple["DataFrame", "DataFrame"]:
-    """Candidate pairs from a self-join on (lang, band index, band value), then exact Hamming.
-
-    Returns (edges with columns a, b, distance; skipped oversize buckets).
-    """
-    from pyspark.sql import functions as F
-
-    band_cols = band_columns(sim_conf)
-    fp = docs.where(F.col("simhash").isNotNull()).select("id", "lang", "simhash", *band_cols)
-    exploded = fp.select(
-        "id", "lang", "simhash",
-        F.posexplode(F.array(*[F.col(c) for c in band_cols])).alias("band", "value"))
-    sizes = exploded.groupBy("lang", "band", "value").agg(F.count("*").alias("n"))
-    oversize = sizes.where(F.col("n") > sim_conf.max_band_bucket)
-    buckets = exploded.join(F.broadcast(oversize.select("lang", "band", "value")),
-                            ["lang", "band", "value"], "left_anti")
-    a, b = buckets.alias("a"), buckets.alias("b")
-    pairs = (a.join(b, (F.col("a.lang") == F.col("b.lang")) & (F.col("a.band") == F.col("b.band"))
-                    & (F.col("a.value") == F.col("b.value")) & (F.col("a.id") < F.col("b.id")))
-             .select(F.col("a.id").alias("a"), F.col("b.id").alias("b"), F.col("a.lang").alias("lang"),
-                     F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))).alias("distance"))
-             .dropDuplicates(["a", "b"]))
-    edges = pairs.where(F.col("distance") <= threshold_column(sim_conf, F.col("lang")))
-    return edges.select("a", "b", "distance"), oversize
+STAGE_COLUMNS = ("simhash_w", "mh_bands")   # what stage 3 needs on the unresolved rows besides id, lang
 
 
 class SimhashStage:
+    """Candidates (Manku tables on simhash_w + MinHash bands), exact verification, then
+    large-star/small-star clustering; each link scores the duplicate against its canonical."""
+
     name = "simhash"
 
     def run(self, ctx, unresolved: "DataFrame") -> StageResult:
         from pyspark.sql import functions as F
 
-        from ..clustering import cut_lineage, links_from_edges, order_key, survivors_after
+        from ..clustering import cluster_sizes, cut_lineage, links_from_edges, order_key, survivors_after
+        from .simhash_candidates import candidate_pairs, pair_features, similarity, verified
 
         sim_conf = ctx.conf.simhash
-        edges, oversize = simhash_candidates(unresolved, sim_conf)
-        edges = cut_lineage(edges.select("a", "b", (1.0 - F.col("distance") / 64.0).alias("score")))
+        pairs, split = candidate_pairs(unresolved, sim_conf)
+        pairs, split = cut_lineage(pairs), cut_lineage(split)   # both read more than once
+        ids = (pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
+               .distinct())
+        feats = cut_lineage(pair_features(ctx.documents, ids, ctx.conf))
+        edges = cut_lineage(verified(similarity(pairs, feats, "a", "b"), sim_conf)
+                            .select("a", "b", F.col("jaccard").alias("score")))
+
+        def to_canonical(members: "DataFrame") -> "DataFrame":
+            scored = similarity(members, feats, "duplicate_id", "canonical_id")
+            return scored.select("duplicate_id", "canonical_id", F.col("jaccard").alias("score"))
+
         vertices = unresolved.select("id", order_key().alias("key"))
-        links = links_from_edges(edges, vertices, self.name, sim_conf.max_iterations, LOCAL_MAX_EDGES)
-        notes = []
-        n_oversize = oversize.count()
-        if n_oversize:
-            notes.append(f"{n_oversize} simhash band bucket(s) over simhash.max_band_bucket were skipped")
-        return StageResult(links, survivors_after(unresolved, links), notes,
-                           {"simhash.oversize_buckets": n_oversize})
+        links = cut_lineage(links_from_edges(edges, vertices, self.name, sim_conf.max_iterations,
+                                             canonical_score=to_canonical))
+        counts, notes = _stage_counts(unresolved, pairs, edges, links, split, cluster_sizes(links), sim_conf)
+        flags = split.select("id", F.concat(F.lit("simhash_bucket_split:"),
+                                            F.when(F.col("path") == 0, "tables").otherwise("minhash")).alias("flag"))
+        return StageResult(links, survivors_after(unresolved, links), notes, counts, flags=flags)
+
+
+SIZE_BINS = ((2, 2), (3, 5), (6, 10), (11, 100), (101, None))
+
+
+def _stage_counts(unresolved, pairs, edges, links, split, sizes, sim_conf) -> tuple[dict[str, int], list[str]]:
+    """Report counters: candidates per path, verified edges, split buckets, cluster sizes."""
+    from pyspark.sql import functions as F
+
+    row = pairs.agg(F.sum((F.col("path") == 0).cast("int")).alias("tables"),
+                    F.sum((F.col("path") == 1).cast("int")).alias("minhash")).first()
+    n_docs = unresolved.where(F.col("simhash_w").isNotNull()).count()
+    counts = {"simhash.documents": n_docs, "simhash.candidates.tables": int(row.tables or 0),
+              "simhash.candidates.minhash": int(row.minhash or 0), "simhash.edges": edges.count(),
+              "simhash.split_documents": split.select("id").distinct().count()}
+    # Every candidate pair involves two documents: per-document candidates = 2 * pairs / docs.
+    counts["simhash.candidates_per_doc_x1000"] = (
+        int(round(2000 * (counts["simhash.candidates.tables"] + counts["simhash.candidates.minhash"])
+                  / n_docs)) if n_docs else 0)
+    bins = {f"simhash.clusters.size_{lo}{'+' if hi is None else f'_{hi}'}":
+            (F.col("size") >= lo if hi is None else F.col("size").between(lo, hi)) for lo, hi in SIZE_BINS}
+    bins["simhash.clusters_over_max"] = F.col("size") > sim_conf.max_cluster_size
+    hist = sizes.agg(*[F.sum(cond.cast("int")).alias(name) for name, cond in bins.items()]).first().asDict()
+    counts.update({name: int(v or 0) for name, v in hist.items()})     # one pass for every bin
+    n_big = counts["simhash.clusters_over_max"]
+    big = sizes.where(F.col("size") > sim_conf.max_cluster_size).orderBy(F.col("size").desc())
+    notes = []
+    if counts["simhash.split_documents"]:
+        notes.append(f"{counts['simhash.split_documents']} document(s) sat in stage-3 buckets over "
+                     f"simhash.max_band_bucket and were compared only within their chunk "
+                     f"(flagged simhash_bucket_split on their documents rows)")
+    if n_big:
+        top = ", ".join(f"{r.canonical_id} ({r.size})" for r in big.limit(10).collect())
+        notes.append(f"{n_big} stage-3 cluster(s) over simhash.max_cluster_size={sim_conf.max_cluster_size}: {top}")
+    return counts, notes

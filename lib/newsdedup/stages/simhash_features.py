@@ -1,0 +1,94 @@
+"""Stage 3's pure per-document kernels beyond the seed SimHash (see simhash.py).
+
+- `shingle_set`: the distinct 32-bit hashes of a document's shingles, sorted. It
+  is the set behind everything new: the MinHash signature, the de-skewed SimHash
+  and the exact Jaccard / containment check of a candidate pair.
+- `set_simhash`: a SimHash in which every distinct shingle votes once (the
+  limit of sublinear tf). Term counts no longer pile votes onto the few n-grams
+  every Bangla text repeats, which is what skewed the seed fingerprint's bits.
+- `minhash_bands`: b band hashes of a b x r MinHash signature (text-dedup /
+  datatrove style LSH): two documents with Jaccard J share at least one band
+  with probability 1 - (1 - J^r)^b.
+- `numbers_of`, `names_of`: the numbers (ASCII or Bangla digits) and capitalised
+  names of a text. Templated reports of different games share most of their
+  words but not their scores and team names; the verification step uses these
+  sets as evidence against a link.
+
+All hashes are deterministic across processes (no Python hash randomisation).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+
+from .simhash import _mix, features, to_signed
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_BANGLA_DIGITS = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+# A capitalised word that does not open a sentence (the previous non-space is not . ! ? or a line start).
+_NAME = re.compile(r"(?<=[^\s.!?\n\"'])\s+([A-Z][\w'-]*[a-z][\w'-]*)")
+
+
+def shingle_set(text: str, kind: str, n: int) -> np.ndarray:
+    """Sorted distinct 32-bit (as int32) shingle hashes of normalised text; empty when it has none."""
+    hashes = features(text, kind, n)
+    if len(hashes) == 0:
+        return np.empty(0, np.int32)
+    return np.unique((hashes >> np.uint64(32)).astype(np.uint32)).view(np.int32)
+
+
+def set_simhash(shingles: np.ndarray) -> int | None:
+    """Signed 64-bit SimHash of a set: each distinct shingle votes once with a mixed 64-bit hash."""
+    if len(shingles) == 0:
+        return None
+    h = _mix(shingles.view(np.uint32).astype(np.uint64) * _GOLDEN)
+    bits = np.unpackbits(np.ascontiguousarray(h, dtype="<u8").view(np.uint8).reshape(-1, 8),
+                         axis=1, bitorder="little")
+    votes = 2 * bits.sum(axis=0, dtype=np.int64) - len(h)
+    return to_signed(int(np.packbits(votes > 0, bitorder="little").view("<u8")[0]))
+
+
+@lru_cache(maxsize=16)
+def _salts(n_perm: int, seed: int = 20070508) -> np.ndarray:
+    """n_perm fixed 64-bit salts, one per hash function."""
+    return np.random.Generator(np.random.PCG64(seed)).integers(0, 2 ** 64 - 1, size=n_perm, dtype=np.uint64,
+                                                               endpoint=True)
+
+
+def minhash_signature(shingles: np.ndarray, n_perm: int) -> np.ndarray:
+    """n_perm minimum hash values (uint64) of a set of 32-bit shingles.
+
+    Hash i is splitmix64(premixed(x) XOR salt_i): every output bit depends on every
+    input bit, so no shingle is "small" under all functions at once (a linear
+    a*x + c with small a and c would favour small x in every permutation).
+    """
+    x = _mix(shingles.view(np.uint32).astype(np.uint64) * _GOLDEN + np.uint64(1))
+    return _mix(x[:, None] ^ _salts(n_perm)[None, :]).min(axis=0)
+
+
+def minhash_bands(shingles: np.ndarray, n_bands: int, rows: int) -> list[int] | None:
+    """One signed 64-bit hash per band of a n_bands x rows MinHash signature; None for an empty set.
+
+    The band index is mixed into its hash, so equal values in different bands never collide.
+    """
+    if len(shingles) == 0:
+        return None
+    sig = minhash_signature(shingles, n_bands * rows).reshape(n_bands, rows)
+    acc = np.arange(1, n_bands + 1, dtype=np.uint64)
+    for j in range(rows):
+        acc = _mix(acc * _GOLDEN + sig[:, j])
+    return [to_signed(int(v)) for v in acc]
+
+
+def numbers_of(text: str) -> list[str]:
+    """Distinct numbers in text, Bangla digits read as ASCII, thousands separators kept as written."""
+    return sorted(set(_NUMBER.findall(text.translate(_BANGLA_DIGITS))))
+
+
+def names_of(text: str) -> list[str]:
+    """Distinct capitalised words that do not open a sentence (a cheap proxy for names)."""
+    return sorted(set(_NAME.findall(text)))
