@@ -136,6 +136,12 @@ def check_columns(df: DataFrame) -> None:
             f"input is missing required column(s): {', '.join(missing)}; "
             f"expected id bigint, url string, title string, body string (or html string), "
             f"published_at timestamp, source string, lang string (nullable); found: {', '.join(df.columns)}")
+    # Column types too, so that a wrong schema stops the run before it starts (one line, nothing written).
+    lowered = df.toDF(*[c.lower() for c in df.columns])
+    for c in ("id", *TEXT_COLUMNS):
+        if c in lowered.columns:
+            _as_text(lowered, c)          # raises for struct/array/map columns
+    _parsed_timestamp(lowered, "UTC")     # raises for a published_at type no rule reads
 
 
 # ---------------------------------------------------------------- timestamps
@@ -228,7 +234,8 @@ def _as_text(df: DataFrame, c: str) -> Column:
     if isinstance(dtype, T.NullType):
         return F.lit(None).cast("binary")
     if isinstance(dtype, (T.StructType, T.ArrayType, T.MapType)):
-        raise InputSchemaError(f"input column '{c}' has type {dtype.simpleString()}; expected a string")
+        expected = "an integer" if c == "id" else "a string"
+        raise InputSchemaError(f"input column '{c}' has type {dtype.simpleString()}; expected {expected}")
     return F.col(c).cast("string").cast("binary")  # numbers, booleans, dates: their text
 
 
