@@ -103,8 +103,8 @@ def test_the_next_load_removes_staging_of_failed_loads_but_not_of_running_ones(s
                          (load_id, *row))
     running = pg.hold_load_lock(pg_dsn, "alive")   # a load in progress elsewhere
     try:
-        links = spark.createDataFrame([(2, 1, "content", 1.0, datetime(2026, 1, 2), "r1", None, None)],
-                                      store.LINKS_SCHEMA)
+        links = spark.createDataFrame([(2, 1, "content", 1.0, datetime(2026, 1, 2), "r1", None, None, None)],
+                                      store.LINKS_SCHEMA)   # via_id last (null: an exact stage)
         result = pg.load_links(links, pg_dsn, "L1")
         assert result == {"staged": 1, "inserted": 1, "skipped": 0, "stale_staging_removed": 2}
         with psycopg.connect(pg_dsn) as conn:

@@ -40,7 +40,9 @@ def sample_run(spark, conf, tmp_path_factory):
 def test_the_english_only_model_links_no_bangla_article(sample_run):
     docs, links, report, _ = sample_run
     semantic = [x for x in links if x["stage"] == "semantic"]
-    assert semantic, "stage 4 runs by default and finds the edited copies stages 1-3 missed"
+    # Stage 4 runs by default. Its links on the sample depend on what stage 3 left: since stage 3
+    # verifies exact shingle sets (issue 11) it finds the sample's edited copies itself.
+    assert report.counts["semantic.embedded"] > 0, "stage 4 runs by default on the English survivors"
     assert all(docs[x[k]].lang == "en" for x in semantic for k in ("duplicate_id", "canonical_id"))
     # The Bangla survivors of stages 1-3 were counted, not compared.
     bangla = {i for i, d in docs.items() if d.lang == "bn"} - {x["duplicate_id"] for x in links}
