@@ -102,12 +102,11 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
     else:
         now = datetime.now(timezone.utc)
     if load_pg and not dry_run:
-        # A bad DSN, a wrong password or a missing pgvector must fail now, not after the computation.
+        # A bad DSN, a wrong password, a missing pgvector or no DSN for an s3a output must fail now,
+        # not after the computation.
         dsn = pg.resolve_dsn(conf, output, dsn)
         pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
     report = Report(run_id=resume or run_id or new_run_id())
-    if load_pg and not dry_run:
-        dsn = pg.resolve_dsn(conf, output, dsn)   # no DSN for an s3a output fails now, not after the cascade
     raw = read_input(spark, input_path)
     check_columns(raw)   # before anything is written under the output
     if state is None and not dry_run:
