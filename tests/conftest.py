@@ -6,6 +6,7 @@ test still gets a database of its own, created and dropped around it.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import uuid
@@ -29,7 +30,9 @@ def conf():
 
     # Stage 4 is on by default; tests that want it turn it on (tests/semantic_data.py), the others
     # do not pay for a model load.
-    return load_config(overrides={"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1},
+    # 3g of driver heap: the whole suite shares one local JVM (driver and executor in one).
+    return load_config(overrides={"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1,
+                                            "driver_memory": "3g"},
                                   "semantic": {"enabled": False}})
 
 
@@ -74,3 +77,32 @@ def make_df(spark, rows, schema="id long, url string, title string, body string,
                                  "published_at timestamp, source string, lang string"):
     """A small input DataFrame from tuples/dicts, with the default input schema."""
     return spark.createDataFrame(rows, schema)
+
+
+@pytest.fixture(autouse=True)
+def _release_cached_frames(request):
+    """Drop what a test cached before the next one runs.
+
+    The suite shares one driver JVM: frames the cascade caches (prepared documents, each
+    stage's links) stay in the driver's heap as long as the session lives, and ~300 tests
+    of them filled a 2 GiB heap until the context cleaner died of OutOfMemoryError.
+    """
+    yield
+    if "spark" not in request.fixturenames:
+        return
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    # Python-side DataFrames pin their JVM plans (and any broadcast relations in them) until
+    # py4j sees the proxies die; collect them first, then drop the cached frames.
+    gc.collect()
+    session.catalog.clearCache()
+    log = os.environ.get("NEWSDEDUP_HEAP_LOG")
+    if log:   # diagnosis: driver heap in use after a full GC, per test
+        jvm = session.sparkContext._jvm
+        jvm.System.gc()
+        rt = jvm.Runtime.getRuntime()
+        with open(log, "a") as f:
+            f.write(f"{(rt.totalMemory() - rt.freeMemory()) >> 20}\t{request.node.nodeid}\n")
