@@ -21,7 +21,9 @@ from servers import REPO, VENV_BIN, newsdedup
 
 pytestmark = pytest.mark.slow
 
-SMALL = '{"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1}}'
+# Buckets of more than 2 documents are split, so that stage 3 flags documents: the flags are
+# part of the step's persisted frames and must survive the resume.
+SMALL = '{"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1}, "simhash": {"max_band_bucket": 2}}'
 
 
 def killed_at(args: list[str], cwd: Path, when, timeout: float = 900) -> tuple[str, str]:
@@ -65,6 +67,11 @@ def link_rows(spark, out):
                   for r in store.read(spark, str(out), "duplicate_links").collect())
 
 
+def flag_rows(spark, out):
+    return sorted((r.id, f) for r in store.read(spark, str(out), "documents").select("id", "flags").collect()
+                  for f in r.flags or [])
+
+
 def test_killed_in_stage_3_and_in_the_delta_write_then_resumed(spark, conf, tmp_path):
     conf_file = tmp_path / "small.yaml"
     conf_file.write_text(SMALL)
@@ -96,8 +103,12 @@ def test_killed_in_stage_3_and_in_the_delta_write_then_resumed(spark, conf, tmp_
 
     # The same links as a run nobody interrupted, once each, all stamped with the one run id.
     reference = tmp_path / "reference"
-    job.run(spark, str(SAMPLE), str(reference), conf, load_pg=False)
+    job.run(spark, str(SAMPLE), str(reference), conf.with_overrides({"simhash": {"max_band_bucket": 2}}),
+            load_pg=False)
     assert link_rows(spark, out) == link_rows(spark, reference)
+    split = flag_rows(spark, reference)
+    assert any(f.startswith("simhash_bucket_split:") for _, f in split)
+    assert flag_rows(spark, out) == split
     links = store.read(spark, str(out), "duplicate_links")
     assert links.select("duplicate_id").distinct().count() == links.count()
     assert [r[0] for r in links.select("run_id").distinct().collect()] == [run_id]

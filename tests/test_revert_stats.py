@@ -18,8 +18,8 @@ LINKS = [  # duplicate, canonical, stage, score, linked_at, run
     (2, 1, "url", 1.0, DAY1, "r1"),
     (3, 1, "content", 1.0, DAY1, "r1"),
     (1, 10, "content", 1.0, DAY2, "r2"),          # 1 is later absorbed by 10: chains 2 -> 1 -> 10
-    (4, 5, "simhash", 1 - 3 / 64, DAY1, "r1"),
-    (6, 5, "simhash", 1 - 1 / 64, DAY1, "r1"),
+    (4, 5, "simhash", 0.74, DAY1, "r1"),
+    (6, 5, "simhash", 0.97, DAY1, "r1"),
     (7, 8, "semantic", 0.91, DAY2, "r2"),
     (9, 8, "semantic", 0.97, DAY2, "r2"),
     (11, 12, "semantic", 0.95, DAY1, "r1"),
@@ -113,8 +113,8 @@ def test_stats_delta_and_postgres_agree(spark, setup):
            [(key(r), round(r["bin_lower"], 6), r["active"], r["reverted"]) for r in p_hist]
     sem2 = [r for r in d_daily if r["stage"] == "semantic" and r["day"] == date(2026, 3, 2)]
     assert (sem2[0]["active"], sem2[0]["reverted"]) == (1, 1)
-    sim_bins = {round(r["bin_lower"] * 64): r["active"] for r in d_hist if r["stage"] == "simhash"}
-    assert sim_bins == {61: 1, 63: 1}  # one bin per Hamming distance (3 and 1)
+    sim_bins = {round(r["bin_lower"], 2): r["active"] for r in d_hist if r["stage"] == "simhash"}
+    assert sim_bins == {0.74: 1, 0.96: 1}  # Jaccard bins of 0.02; 0.74 is an exact edge
     sem_bins = sorted(round(r["bin_lower"], 2) for r in d_hist if r["stage"] == "semantic")
     assert sem_bins == [0.9, 0.94, 0.96]
 

@@ -160,7 +160,7 @@ class LanguageSpec:
     # shingle set >= containment; and no contradicting numbers / names (see stages/simhash.py).
     jaccard: float = 0.6
     containment: float = 0.85
-    numbers_overlap: float = 0.7
+    numbers_overlap: float = 0.8
     names_overlap: float = 0.5
 
 

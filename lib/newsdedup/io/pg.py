@@ -82,9 +82,9 @@ DO $$ BEGIN
 END $$;
 """
 
-# Fixed score bins per stage for histograms: simhash scores are 1 - d/64, so one
-# bin per Hamming distance; semantic scores are cosines, in steps of 0.02.
-SCORE_BIN_WIDTH = {"url": 1.0, "content": 1.0, "simhash": 1.0 / 64, "semantic": 0.02}
+# Fixed score bins per stage for histograms, in steps of 0.02: simhash scores are the
+# shingle-set Jaccard of a duplicate and its canonical, semantic scores are cosines.
+SCORE_BIN_WIDTH = {"url": 1.0, "content": 1.0, "simhash": 0.02, "semantic": 0.02}
 
 
 def score_bin_sql(score: str = "score", stage: str = "stage") -> str:
@@ -93,7 +93,7 @@ def score_bin_sql(score: str = "score", stage: str = "stage") -> str:
     Widths are written in exponent form so that Spark reads them as doubles, not decimals.
     """
     width = "CASE " + " ".join(f"WHEN {stage} = '{s}' THEN {w:.17e}" for s, w in SCORE_BIN_WIDTH.items()) + " END"
-    # The epsilon keeps exact edges (1 - 3/64) in their own bin despite float rounding.
+    # The epsilon keeps exact edges (0.74 = 37 x 0.02) in their own bin despite float rounding.
     return f"(floor({score} / ({width}) + 1e-9) * ({width}))"
 
 

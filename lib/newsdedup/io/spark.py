@@ -125,6 +125,10 @@ def get_spark(conf: "Config", app_name: str = "newsdedup", path_list: Iterable[s
     submitted = under_spark_submit()
     if not submitted:
         # Local run: we choose the master, local sizes, and fetch the jars from Maven ourselves.
+        if sc.master.startswith("local"):
+            # Local workers run on this machine: the interpreter running us has newsdedup and its
+            # dependencies, the first python3 on PATH may not (workers then fail to unpickle).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = (builder.master(sc.master)
                    .config("spark.sql.shuffle.partitions", str(sc.shuffle_partitions))
                    .config("spark.databricks.delta.snapshotPartitions", str(sc.delta_snapshot_partitions))

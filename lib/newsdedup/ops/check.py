@@ -7,7 +7,11 @@ a match:
 1. url_hash = $1                         (unique: the URL group's earliest document)
 2. content_hash = $1                     (btree)
 3. band_0 = $1 OR band_1 = $2 OR ...     (four btrees, BitmapOr) plus exact Hamming
-   <= the language's simhash threshold
+   <= the language's simhash threshold. This is still the seed's lookup on the seed
+   fingerprint: the batch stage 3 (Manku tables on simhash_w, MinHash bands, exact
+   shingle verification; docs/stage3.md) finds more. Postgres holds neither the
+   MinHash bands nor the shingle sets, so a live check finds a subset of what the
+   next batch run links.
 4. the pgvector query: nearest vectors of the same model_version within
    semantic.window_hours of published_at, cosine >= the same/cross-language threshold
 
