@@ -34,6 +34,30 @@ if TYPE_CHECKING:
 
 _STAGE_LIST = ", ".join(f"'{s}'" for s in STAGE_NAMES)
 
+
+def guarded(condition: str, ddl: str) -> str:
+    """DDL run only when condition holds: a no-op ALTER or CREATE INDEX would still lock the table,
+    and every load runs the schema."""
+    return f"DO $$ BEGIN IF {condition} THEN {ddl}; END IF; END $$;"
+
+
+def missing_column(table: str, column: str) -> str:
+    return (f"NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass "
+            f"AND attname = '{column}' AND NOT attisdropped)")
+
+
+def add_columns_once(table: str, columns: Sequence[tuple[str, str]]) -> str:
+    """Add (name, type) columns together, unless the first is already there (then all are)."""
+    adds = ", ".join(f"ADD COLUMN {name} {kind}" for name, kind in columns)
+    return guarded(missing_column(table, columns[0][0]), f"ALTER TABLE {table} {adds}")
+
+
+# Stamped by incremental runs (incremental.py).
+_SUPERSEDE = (("superseded_at", "timestamptz"), ("superseded_by_run", "text"))
+# Added with the clustered stage 3: the neighbour through which a duplicate joined its
+# cluster (null for exact stages).
+_VIA = (("via_id", "bigint"),)
+
 SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS duplicate_links (
     duplicate_id  bigint           NOT NULL,
@@ -47,39 +71,17 @@ CREATE TABLE IF NOT EXISTS duplicate_links (
     PRIMARY KEY (duplicate_id, canonical_id, stage),
     CHECK (duplicate_id <> canonical_id)
 );
--- Guarded: an unconditional ALTER would take an exclusive lock on every load.
-DO $$ BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'duplicate_links'::regclass
-                   AND attname = 'superseded_at' AND NOT attisdropped) THEN
-        ALTER TABLE duplicate_links ADD COLUMN superseded_at timestamptz, ADD COLUMN superseded_by_run text;
-    END IF;
-END $$;
+{add_columns_once("duplicate_links", _SUPERSEDE)}
+{add_columns_once("duplicate_links", _VIA)}
 CREATE INDEX IF NOT EXISTS duplicate_links_canonical_idx ON duplicate_links (canonical_id);
 CREATE INDEX IF NOT EXISTS duplicate_links_stage_day_idx ON duplicate_links (stage, linked_at);
 CREATE UNLOGGED TABLE IF NOT EXISTS duplicate_links_staging (
     load_id text NOT NULL,
     LIKE duplicate_links
 );
-DO $$ BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'duplicate_links_staging'::regclass
-                   AND attname = 'superseded_at' AND NOT attisdropped) THEN
-        ALTER TABLE duplicate_links_staging ADD COLUMN superseded_at timestamptz, ADD COLUMN superseded_by_run text;
-    END IF;
-END $$;
+{add_columns_once("duplicate_links_staging", _SUPERSEDE)}
+{add_columns_once("duplicate_links_staging", _VIA)}
 CREATE INDEX IF NOT EXISTS duplicate_links_staging_load_idx ON duplicate_links_staging (load_id);
--- Added with the clustered stage 3: the neighbour through which a duplicate joined
--- its cluster (null for exact stages). Older databases get the column once; the check comes
--- first because ALTER TABLE locks the table even when the column is already there.
-DO $$ BEGIN
-    IF NOT EXISTS (SELECT 1 FROM information_schema.columns
-                   WHERE table_name = 'duplicate_links' AND column_name = 'via_id') THEN
-        ALTER TABLE duplicate_links ADD COLUMN via_id bigint;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM information_schema.columns
-                   WHERE table_name = 'duplicate_links_staging' AND column_name = 'via_id') THEN
-        ALTER TABLE duplicate_links_staging ADD COLUMN via_id bigint;
-    END IF;
-END $$;
 """
 
 # Fixed score bins per stage for histograms, in steps of 0.02: simhash scores are the

@@ -72,25 +72,14 @@ END $$;
 """
 
 
-def _guarded(condition: str, ddl: str) -> str:
-    """DDL run only when condition holds: a no-op ALTER or CREATE INDEX would still lock the table."""
-    return f"DO $$ BEGIN IF {condition} THEN {ddl}; END IF; END $$;"
-
-
-def _missing_column(table: str, column: str) -> str:
-    return (f"NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass "
-            f"AND attname = '{column}' AND NOT attisdropped)")
-
-
 def _missing_index(name: str) -> str:
     return f"to_regclass('{name}') IS NULL"
 
 
 def _columns_sql(table: str) -> str:
     # Also upgrades the vectors-only documents table of earlier versions (NOT NULL vector columns).
-    parts = [_guarded(_missing_column(table, c), f"ALTER TABLE {table} ADD COLUMN {c} {_TYPES.get(c, 'text')}")
-             for c in COLUMNS if c != "id"]
-    parts += [_guarded(f"EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass "
+    parts = [pg.add_columns_once(table, [(c, _TYPES.get(c, "text"))]) for c in COLUMNS if c != "id"]
+    parts += [pg.guarded(f"EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '{table}'::regclass "
                        f"AND attname = '{c}' AND attnotnull)", f"ALTER TABLE {table} ALTER COLUMN {c} DROP NOT NULL")
               for c in VECTOR_COLUMNS]
     return "\n".join(parts)
@@ -103,9 +92,9 @@ def schema_sql() -> str:
         _columns_sql("documents"),
         "CREATE UNLOGGED TABLE IF NOT EXISTS documents_staging (load_id text NOT NULL, id bigint);",
         _columns_sql("documents_staging"),
-        _guarded(_missing_index("documents_staging_load_idx"),
+        pg.guarded(_missing_index("documents_staging_load_idx"),
                  "CREATE INDEX documents_staging_load_idx ON documents_staging (load_id)"),
-        *[_guarded(_missing_index(name), ddl) for name, ddl in SECONDARY_INDEXES.items()],
+        *[pg.guarded(_missing_index(name), ddl) for name, ddl in SECONDARY_INDEXES.items()],
     ])
 
 
@@ -132,7 +121,7 @@ def fix_dim(conn, dim: int) -> None:
             "dimensions: they come from another model; load them into a fresh table or database")
     if existing is None:
         conn.execute(f"ALTER TABLE documents ALTER COLUMN embedding TYPE vector({int(dim)})")
-    conn.execute(_guarded(_missing_index(HNSW_INDEX), HNSW_SQL))
+    conn.execute(pg.guarded(_missing_index(HNSW_INDEX), HNSW_SQL))
 
 
 def ensure_schema(dsn: str, dim: int | None = None) -> None:
