@@ -1,6 +1,6 @@
 """The compiled set columns (simhash_sets.keys_batch, SimhashKeys.batch) equal the per-document numpy
 definition (simhash_features.set_columns) exactly, on the reference vector, the synthetic corpus and
-random Unicode text."""
+random Unicode text; and reach the documents rows unchanged through prepare's Arrow UDF."""
 
 import hashlib
 import random
@@ -128,3 +128,28 @@ def test_a_tiny_word_cache_changes_no_set_column():
     for t, g in zip(texts, tiny):
         if g[0]:
             assert_same(g, expected(t, "word", 3))
+
+
+def test_the_spark_prepare_step_stores_the_compiled_set_columns_exactly(spark, conf):
+    """Through prepare's Arrow UDF (masked int64, list<int64>), beside a document without set columns."""
+    from newsdedup import prepare
+    from newsdedup.io.input import conform, split_invalid
+
+    from conftest import make_df
+
+    rows = [(1, "https://a.example/1", "Flood in Sylhet", EN[1], None, "a", "en"),
+            (2, "https://a.example/2", "Headline only", "", None, "a", "en"),
+            (3, "https://b.example/3", "ঢাকায় জলাবদ্ধতা", BN[0], None, "b", "bn"),
+            (4, "https://b.example/4", "খবর", BN[6], None, "b", "bn")]
+    valid, _ = split_invalid(conform(make_df(spark, rows).coalesce(1), "UTC"))
+    got = {r.id: (r.simhash_w, r.mh_bands) for r in prepare.fingerprint(valid, conf).collect()}
+    content = ContentKeys(conf.content, conf.input.max_text_chars)
+    keys = sh.SimhashKeys(conf.simhash)
+    want = {}
+    for i, _, title, body, _, _, lang in rows:
+        c = content.columns(title, body, None, lang, [])
+        cols = keys.columns(c["key"], c["lang"], c["has_body"])
+        want[i] = (cols["simhash_w"], cols["mh_bands"])
+    assert want[1][0] is not None and want[3][0] is not None
+    assert want[2] == want[4] == (None, None)
+    assert got == want
