@@ -6,10 +6,11 @@ import random
 import numpy as np
 import pytest
 
-from fingerprint_reference import BN, EN, KERNEL, ROWS, TITLES_BN, TITLES_EN
+from fingerprint_reference import BN, EN, KERNEL, ROWS, SET_KERNEL, SET_ROWS, TITLES_BN, TITLES_EN
 from newsdedup.config import load_config
 from newsdedup.stages import simhash as sh
 from newsdedup.stages import simhash_kernel as kern
+from newsdedup.stages import simhash_features as sf
 from newsdedup.stages.content import ContentKeys
 
 CORPUS = {"EN": EN, "BN": BN}
@@ -48,6 +49,38 @@ def test_content_and_simhash_keys_match_the_reference_rows():
             int(s["simhash"][i]) if s["simhash_valid"][i] else None, int(s["n_features"][i]))
            for i, t in enumerate(titles)]
     assert got == [tuple(r) for r in ROWS]
+
+
+def digest(values, dtype):
+    return hashlib.sha256(np.asarray(values, dtype).tobytes()).hexdigest()[:16]
+
+
+def reference_keys():
+    conf = load_config()
+    content = ContentKeys(conf.content, conf.input.max_text_chars)
+    titles, bodies = TITLES_EN + TITLES_BN, EN + BN
+    c = content.batch(titles, bodies, [None] * len(titles), [None] * len(titles), [[] for _ in titles])
+    return conf, titles, c
+
+
+def test_set_columns_match_the_reference_rows():
+    conf, titles, c = reference_keys()
+    s = sh.SimhashKeys(conf.simhash).batch(c["key"], c["lang"], c["has_body"])
+    got = []
+    for i, t in enumerate(titles):
+        spec = conf.simhash.language(c["lang"][i])
+        shingles = sf.shingle_set(c["key"][i], spec.set_features, spec.set_ngram)
+        w = int(s["simhash_w"][i]) if s["simhash_w_valid"][i] else None
+        got.append((t, len(shingles), digest(shingles, "<i4"), w, s["mh_bands"][i]))
+    assert got == [tuple(r) for r in SET_ROWS]
+
+
+def test_python_set_functions_match_the_set_reference_vector():
+    for c, i, kind, n, n_shingles, shingle_digest, w, bands_digest in SET_KERNEL:
+        shingles = sf.shingle_set(CORPUS[c][i], kind, n)
+        assert (len(shingles), digest(shingles, "<i4")) == (n_shingles, shingle_digest)
+        assert sf.set_simhash(shingles) == w
+        assert digest(sf.minhash_bands(shingles, 25, 5), "<i8") == bands_digest
 
 
 @pytest.mark.parametrize("length", [1, 7, 8, 127, 128, 129, 256, 257, 1000])

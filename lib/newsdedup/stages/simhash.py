@@ -2,9 +2,9 @@
 
 Pure part: the seed features, fingerprint and bands (kept bit-identical in the
 documents table) and `SimhashKeys`, whose `batch` is the per-batch function
-`prepare` calls: it runs the compiled kernel in simhash_kernel (exactly what
-`features` and `simhash` define) and adds simhash_w and mh_bands (kernels in
-simhash_features.py); the bands are cut in Spark. Spark part: `SimhashStage`
+`prepare` calls: it runs the compiled kernels in simhash_kernel / simhash_sets
+(exactly what `features` and `simhash` define, and the set columns simhash_w and
+mh_bands that simhash_features.py defines per document); the bands are cut in Spark. Spark part: `SimhashStage`
 below; candidate generation and verification live in simhash_candidates.py,
 clustering in clustering.py. docs/stage3.md has the design and the candidate
 arithmetic.
@@ -131,7 +131,7 @@ class SimhashKeys:
     set) and mh_bands (MinHash LSH band hashes) that stage 3 joins on.
 
     `batch` is what `prepare` calls once per Arrow batch; it runs the compiled
-    kernel (simhash_kernel) over all texts at once for the seed fingerprint.
+    kernel (simhash_sets.keys_batch) over all texts at once for every column.
     """
 
     FIELDS = (("simhash", "bigint"), ("n_features", "int"), ("simhash_w", "bigint"), ("mh_bands", "array<bigint>"))
@@ -140,43 +140,36 @@ class SimhashKeys:
         self.conf = sim_conf
 
     def batch(self, keys: Sequence[str], langs: Sequence[str | None],
-              has_body: Sequence[bool]) -> dict[str, np.ndarray]:
-        """keys: normalised texts (content_key); returns simhash (int64, valid where n_features suffice)
-        as a masked pair: {"simhash": values, "simhash_valid": mask, "n_features": counts}."""
+              has_body: Sequence[bool]) -> dict[str, Any]:
+        """keys: normalised texts (content_key). Returns simhash (int64, valid where n_features suffice)
+        and simhash_w (int64) as masked pairs, n_features, and mh_bands (a list of n_bands ints, or None):
+        {"simhash", "simhash_valid", "n_features", "simhash_w", "simhash_w_valid", "mh_bands"}.
+        Documents too short for the seed fingerprint stay out of stage 3 altogether (no set columns)."""
         from . import simhash_kernel as kern
+        from .simhash_features import _salts
+        from .simhash_sets import keys_batch
 
         n = len(keys)
         kinds = np.full(n, -1, dtype=np.int8)
+        set_kinds = np.full(n, -1, dtype=np.int8)
         ngrams = np.zeros(n, dtype=np.int64)
+        set_ngrams = np.zeros(n, dtype=np.int64)
         minimum = np.zeros(n, dtype=np.int64)
+        kind_code = {"word": kern.KIND_WORD, "char": kern.KIND_CHAR}
         for i, (lang, body) in enumerate(zip(langs, has_body)):
             if body:
                 spec = self.conf.language(lang)
-                kinds[i] = kern.KIND_WORD if spec.features == "word" else kern.KIND_CHAR
-                ngrams[i], minimum[i] = spec.ngram, spec.min_features
+                kinds[i], set_kinds[i] = kind_code[spec.features], kind_code[spec.set_features]
+                ngrams[i], set_ngrams[i], minimum[i] = spec.ngram, spec.set_ngram, spec.min_features
         folded = [k.casefold() if kinds[i] >= 0 else "" for i, k in enumerate(keys)]
         is_word, is_text = kern.char_classes()
-        fps, distinct, _ = kern.fingerprint_batch(*kern.code_points(folded), kinds, ngrams, is_word, is_text,
-                                                  *kern.word_cache().arrays())
-        valid = (kinds >= 0) & (distinct >= minimum) & (distinct > 0)
-        out = {"simhash": fps.view(np.int64), "simhash_valid": valid, "n_features": distinct.astype(np.int32)}
-        out.update(self.set_columns(keys, langs, valid))
-        return out
-
-    def set_columns(self, keys: Sequence[str], langs: Sequence[str | None],
-                    valid: Sequence[bool]) -> dict[str, Any]:
-        """simhash_w and mh_bands per document; documents too short for the seed fingerprint
-        (valid false) stay out of stage 3 altogether (nulls)."""
-        from .simhash_features import minhash_bands, set_simhash, shingle_set
-
-        w: list[int | None] = [None] * len(keys)
-        mh: list[list[int] | None] = [None] * len(keys)
-        for i in np.flatnonzero(np.asarray(valid, dtype=bool)):
-            spec = self.conf.language(langs[i])
-            shingles = shingle_set(keys[i], spec.set_features, spec.set_ngram)
-            w[i] = set_simhash(shingles)
-            mh[i] = minhash_bands(shingles, self.conf.minhash_bands, self.conf.minhash_rows)
-        return {"simhash_w": w, "mh_bands": mh}
+        n_bands, rows = self.conf.minhash_bands, self.conf.minhash_rows
+        fps, distinct, valid, w, w_valid, mh, _, _ = keys_batch(
+            *kern.code_points(folded), kinds, ngrams, minimum, set_kinds, set_ngrams, _salts(n_bands * rows),
+            n_bands, rows, is_word, is_text, *kern.word_cache().arrays())
+        return {"simhash": fps.view(np.int64), "simhash_valid": valid, "n_features": distinct.astype(np.int32),
+                "simhash_w": w.view(np.int64), "simhash_w_valid": w_valid,
+                "mh_bands": [row if ok else None for row, ok in zip(mh.view(np.int64).tolist(), w_valid)]}
 
     def columns(self, key: str, lang: str | None, has_body: bool) -> dict[str, Any]:
         """One document (tests, tools): simhash (None below min_features), n_features, band_0..,
@@ -186,7 +179,8 @@ class SimhashKeys:
         cols: dict[str, Any] = {"simhash": fp, "n_features": int(out["n_features"][0])}
         for i, b in enumerate(bands(fp, self.conf.bands) if fp is not None else [None] * self.conf.bands):
             cols[f"band_{i}"] = b
-        cols["simhash_w"], cols["mh_bands"] = out["simhash_w"][0], out["mh_bands"][0]
+        cols["simhash_w"] = int(out["simhash_w"][0]) if out["simhash_w_valid"][0] else None
+        cols["mh_bands"] = out["mh_bands"][0]
         return cols
 
     def spark_columns(self, simhash: "Column") -> dict[str, "Column"]:

@@ -15,6 +15,8 @@
   sets as evidence against a link.
 
 All hashes are deterministic across processes (no Python hash randomisation).
+The job computes the first three compiled, a batch at a time (simhash_sets.keys_batch,
+bit-identical); `set_columns` states what that kernel returns for one document.
 """
 
 from __future__ import annotations
@@ -82,6 +84,14 @@ def minhash_bands(shingles: np.ndarray, n_bands: int, rows: int) -> list[int] | 
     for j in range(rows):
         acc = _mix(acc * _GOLDEN + sig[:, j])
     return [to_signed(int(v)) for v in acc]
+
+
+def set_columns(text: str, kind: str, n: int, n_bands: int, rows: int
+                ) -> tuple[np.ndarray, int | None, list[int] | None]:
+    """(shingle_set, set_simhash, minhash_bands) of one document: the per-document definition of what
+    SimhashKeys.batch computes compiled for a whole batch (simhash_sets.keys_batch)."""
+    shingles = shingle_set(text, kind, n)
+    return shingles, set_simhash(shingles), minhash_bands(shingles, n_bands, rows)
 
 
 def numbers_of(text: str) -> list[str]:

@@ -352,6 +352,64 @@ def _count_distinct(hashes, m, table):
 
 
 @njit(cache=True)
+def feature_hashes(cps, start, end, kind, g, is_word, is_text, values, hashes, buf, cache, arena, state):
+    """hashes[:m] = one uint64 per feature occurrence of cps[start:end] (what `features` returns);
+    returns (m, buf). values, hashes: scratch of at least 2 * (end - start) + 1."""
+    nv, buf = _values(cps, start, end, kind, is_word, is_text, values, buf, cache, arena, state)
+    if nv == 0:
+        return 0, buf
+    if nv < g:
+        for i in range(nv):
+            hashes[i] = _mix(values[i])
+        return nv, buf
+    m = nv - g + 1
+    k_mul = np.uint64(0x9E3779B97F4A7C15)
+    for i in range(m):
+        acc = values[i]
+        for k in range(1, g):
+            acc = _mix(acc * k_mul + values[i + k])
+        hashes[i] = _mix(acc)
+    return m, buf
+
+
+@njit(cache=True)
+def simhash_bits(hashes, m, counts):
+    """Unsigned SimHash of hashes[:m] (m > 0): bit b set when more than half of them have it."""
+    _bit_counts(hashes, m, counts)
+    fp = np.uint64(0)
+    for b in range(64):
+        if 2 * counts[b] - m > 0:
+            fp |= np.uint64(1) << np.uint64(b)
+    return fp
+
+
+@njit(cache=True)
+def scratch_size(offsets):
+    """Length of the per-text scratch arrays: a text of L code points has at most 2L + 1 members."""
+    longest = 0
+    for d in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    return 2 * longest + 1
+
+
+@njit(cache=True)
+def distinct_table(size):
+    """Zeroed open-addressing table for `_count_distinct` over up to size hashes."""
+    slots = 1
+    while slots < 2 * size:
+        slots *= 2
+    return np.zeros(slots, dtype=np.uint64)
+
+
+@njit(cache=True)
+def seed_columns(hashes, m, counts, table):
+    """(unsigned SimHash, distinct features) of the occurrences hashes[:m]; (0, 0) when m is 0."""
+    if m == 0:
+        return np.uint64(0), 0
+    return simhash_bits(hashes, m, counts), _count_distinct(hashes, m, table)
+
+
+@njit(cache=True)
 def fingerprint_batch(cps, offsets, kinds, ngrams, is_word, is_text, cache, arena, state):
     """Per text i (cps[offsets[i]:offsets[i+1]], already case-folded): unsigned SimHash, distinct
     features and feature occurrences. kinds[i] < 0 skips the text (0 features).
@@ -360,45 +418,19 @@ def fingerprint_batch(cps, offsets, kinds, ngrams, is_word, is_text, cache, aren
     fps = np.zeros(n_docs, dtype=np.uint64)
     distinct = np.zeros(n_docs, dtype=np.int64)
     occurrences = np.zeros(n_docs, dtype=np.int64)
-    longest = 0
-    for d in range(n_docs):
-        longest = max(longest, offsets[d + 1] - offsets[d])
-    values = np.empty(2 * longest + 1, dtype=np.uint64)
-    hashes = np.empty(2 * longest + 1, dtype=np.uint64)
+    size = scratch_size(offsets)
+    values = np.empty(size, dtype=np.uint64)
+    hashes = np.empty(size, dtype=np.uint64)
     buf = np.empty(256, dtype=np.uint8)
     counts = np.zeros(64, dtype=np.int64)
-    size = 1
-    while size < 2 * (2 * longest + 1):
-        size *= 2
-    table = np.zeros(size, dtype=np.uint64)
-    k_mul = np.uint64(0x9E3779B97F4A7C15)
+    table = distinct_table(size)
     for d in range(n_docs):
         if kinds[d] < 0:
             continue
-        nv, buf = _values(cps, offsets[d], offsets[d + 1], kinds[d], is_word, is_text, values, buf,
-                          cache, arena, state)
-        if nv == 0:
-            continue
-        g = ngrams[d]
-        if nv < g:
-            m = nv
-            for i in range(m):
-                hashes[i] = _mix(values[i])
-        else:
-            m = nv - g + 1
-            for i in range(m):
-                acc = values[i]
-                for k in range(1, g):
-                    acc = _mix(acc * k_mul + values[i + k])
-                hashes[i] = _mix(acc)
-        _bit_counts(hashes, m, counts)
-        fp = np.uint64(0)
-        for b in range(64):
-            if 2 * counts[b] - m > 0:
-                fp |= np.uint64(1) << np.uint64(b)
-        fps[d] = fp
+        m, buf = feature_hashes(cps, offsets[d], offsets[d + 1], kinds[d], ngrams[d], is_word, is_text,
+                                values, hashes, buf, cache, arena, state)
+        fps[d], distinct[d] = seed_columns(hashes, m, counts, table)
         occurrences[d] = m
-        distinct[d] = _count_distinct(hashes, m, table)
     return fps, distinct, occurrences
 
 

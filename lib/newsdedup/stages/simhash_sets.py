@@ -1,0 +1,128 @@
+"""Stage 3's compiled batch path for every key column: the seed SimHash and the set columns.
+
+`keys_batch` gives, for all texts of an Arrow batch in one call, what
+simhash_kernel.fingerprint_batch gives (seed fingerprint, distinct features)
+plus what simhash_features spells out per document in numpy: the sorted
+distinct 32-bit shingle hashes (`shingle_set`), their SimHash (`set_simhash`)
+and the MinHash LSH band hashes (`minhash_bands`). The numpy functions stay the
+readable definition (tools, tests, `pair_features`); tests/fingerprint_reference.py
+pins both paths to the same values bit for bit.
+
+Where the set features are the seed's (English: word 3-shingles both) the seed's
+occurrence hashes are reused as they are; otherwise (Bangla: char 4-gram seed,
+word 3-shingle set) the set features are hashed once more, through the same
+word cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .simhash_kernel import (_mix, distinct_table, feature_hashes, scratch_size, seed_columns,
+                             simhash_bits)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)     # simhash_features._GOLDEN
+
+
+@njit(cache=True)
+def distinct_high32(hashes, m, out):
+    """out[:k] = the sorted distinct high 32 bits of hashes[:m] (as uint32); returns k."""
+    if m == 0:
+        return 0
+    for i in range(m):
+        out[i] = np.uint32(hashes[i] >> np.uint64(32))
+    out[:m].sort()
+    k = 1
+    for i in range(1, m):
+        if out[i] != out[k - 1]:
+            out[k] = out[i]
+            k += 1
+    return k
+
+
+@njit(cache=True)
+def set_simhash_bits(shingles, k, scratch, counts):
+    """Unsigned SimHash of a set of k > 0 shingles, each voting once (simhash_features.set_simhash)."""
+    for i in range(k):
+        scratch[i] = _mix(np.uint64(shingles[i]) * _GOLDEN)
+    return simhash_bits(scratch, k, counts)
+
+
+@njit(cache=True)
+def minhash_band_hashes(shingles, k, salts, n_bands, rows, scratch, out):
+    """out[:n_bands] = the band hashes of the n_bands x rows MinHash signature of k > 0 shingles
+    (simhash_features.minhash_bands): function p is splitmix64(premixed(x) XOR salts[p])."""
+    for i in range(k):
+        scratch[i] = _mix(np.uint64(shingles[i]) * _GOLDEN + np.uint64(1))
+    for b in range(n_bands):
+        acc = np.uint64(b + 1)
+        for j in range(rows):
+            salt = salts[b * rows + j]
+            low = np.uint64(0xFFFFFFFFFFFFFFFF)
+            for i in range(k):
+                v = _mix(scratch[i] ^ salt)
+                if v < low:
+                    low = v
+            acc = _mix(acc * _GOLDEN + low)
+        out[b] = acc
+
+
+@njit(cache=True)
+def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salts, n_bands, rows,
+               is_word, is_text, cache, arena, state):
+    """Per text d (cps[offsets[d]:offsets[d+1]], already case-folded; kinds[d] < 0 skips it):
+
+    fps, distinct: the seed SimHash (unsigned) and its distinct features, as fingerprint_batch;
+    valid: kinds >= 0 and distinct >= max(minimum, 1), the documents stage 3 sees;
+    shingle_offsets, shingles: the sorted distinct 32-bit set-feature hashes of each valid
+      document (uint32; view as int32 for shingle_set's values), empty for the others;
+    w, mh: the set SimHash (unsigned) and the n_bands MinHash band hashes (unsigned), meaningful
+      where w_valid = valid and the set is not empty.
+    """
+    n_docs = offsets.shape[0] - 1
+    fps = np.zeros(n_docs, dtype=np.uint64)
+    distinct = np.zeros(n_docs, dtype=np.int64)
+    valid = np.zeros(n_docs, dtype=np.bool_)
+    w = np.zeros(n_docs, dtype=np.uint64)
+    w_valid = np.zeros(n_docs, dtype=np.bool_)
+    mh = np.zeros((n_docs, n_bands), dtype=np.uint64)
+    shingle_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    shingles = np.empty(max(16, cps.shape[0] // 4), dtype=np.uint32)
+    size = scratch_size(offsets)
+    values = np.empty(size, dtype=np.uint64)
+    hashes = np.empty(size, dtype=np.uint64)
+    scratch = np.empty(size, dtype=np.uint64)
+    sorted_set = np.empty(size, dtype=np.uint32)
+    buf = np.empty(256, dtype=np.uint8)
+    counts = np.zeros(64, dtype=np.int64)
+    table = distinct_table(size)
+    used = 0
+    for d in range(n_docs):
+        shingle_offsets[d] = used
+        if kinds[d] < 0:
+            continue
+        start, end = offsets[d], offsets[d + 1]
+        m, buf = feature_hashes(cps, start, end, kinds[d], ngrams[d], is_word, is_text, values, hashes, buf,
+                                cache, arena, state)
+        fps[d], distinct[d] = seed_columns(hashes, m, counts, table)
+        if distinct[d] == 0 or distinct[d] < minimum[d]:
+            continue
+        valid[d] = True
+        if set_kinds[d] != kinds[d] or set_ngrams[d] != ngrams[d]:
+            m, buf = feature_hashes(cps, start, end, set_kinds[d], set_ngrams[d], is_word, is_text, values,
+                                    hashes, buf, cache, arena, state)
+        k = distinct_high32(hashes, m, sorted_set)
+        if k == 0:
+            continue
+        w_valid[d] = True
+        w[d] = set_simhash_bits(sorted_set, k, scratch, counts)
+        minhash_band_hashes(sorted_set, k, salts, n_bands, rows, scratch, mh[d])
+        if used + k > shingles.shape[0]:
+            grown = np.empty(max(2 * shingles.shape[0], used + k), dtype=np.uint32)
+            grown[:used] = shingles[:used]
+            shingles = grown
+        shingles[used:used + k] = sorted_set[:k]
+        used += k
+    shingle_offsets[n_docs] = used
+    return fps, distinct, valid, w, w_valid, mh, shingle_offsets, shingles[:used]
