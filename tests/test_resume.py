@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from newsdedup import job, runstate
+from newsdedup.errors import UserError
 from newsdedup.io import store
 
 from conftest import SAMPLE
@@ -130,3 +131,12 @@ def test_resume_of_an_unknown_run_is_one_line(tmp_path):
     done = newsdedup(["run", "--resume", "nope", "--output", str(out), "--no-postgres"], cwd=REPO)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--resume nope: no such run" in done.stderr
+
+
+def test_a_finished_run_id_is_not_started_again(spark, conf, tmp_path):
+    out = tmp_path / "out"
+    small = conf.with_overrides({"semantic": {"enabled": False}})
+    job.run(spark, str(SAMPLE), str(out), small, load_pg=False, run_id="once")
+    with pytest.raises(UserError, match="run id once has already finished"):
+        job.run(spark, str(SAMPLE), str(out), small, load_pg=False, run_id="once")
+    assert store.read(spark, str(out), "runs").where(F.col("run_id") == "once").count() == 1

@@ -85,6 +85,10 @@ class Persisted:
     def start(cls, spark: "SparkSession", output: str, run_id: str, input_path: str,
               started_at: datetime) -> "Persisted":
         state = cls(spark, output, run_id)
+        if "finished" in state._done:
+            # Its frames are gone: "reusing" its steps would read tables that no longer exist.
+            raise UserError(f"run id {run_id} has already finished under {output}; "
+                            "a new run needs a new id (see the runs table)")
         if "run" not in state._done:
             state._mark("run", {"input": input_path, "started_at": started_at.isoformat()}, [], {})
         return state

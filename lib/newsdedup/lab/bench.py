@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -146,7 +147,6 @@ def end_to_end(spark, conf: "Config", path: Path, work: Path, run_id: str):
 def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
                minhash_limit_s: float, text_cost: bool = True) -> tuple[SizeResult, Any]:
     """Baseline (d) and the stage 1-3 job on the same snapshot, one after the other, then the rest."""
-    import shutil
 
     from pyspark.sql import functions as F
 
@@ -214,6 +214,7 @@ def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
         # Start the JVM's JIT and the Python workers on a throwaway corpus, so that the first
         # measured size does not carry the start-up cost alone.
         small = corpus(warmup, seed + 1, root)
+        shutil.rmtree(root / "warmup", ignore_errors=True)   # a run id may finish only once per output
         plain_sha256_job(spark, str(small), str(root / "warmup" / "plain"))
         end_to_end(spark, conf, small, root / "warmup", "warmup")
         bench.notes.append(f"a {warmup}-document warm-up run preceded the measurements")
