@@ -10,6 +10,7 @@ import gc
 import os
 import sys
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -59,18 +60,31 @@ def pg_server_dsn(tmp_path_factory):
     server.cleanup()
 
 
+@contextmanager
+def fresh_database(server_dsn: str):
+    """A new, empty database on the test server (its DSN); dropped on exit."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield psycopg.conninfo.make_conninfo(**{**psycopg.conninfo.conninfo_to_dict(server_dsn), "dbname": name})
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 def pg_dsn(pg_server_dsn):
-    """A fresh, empty database on the test server; dropped afterwards."""
-    name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(pg_server_dsn)
-    info["dbname"] = name
-    dsn = psycopg.conninfo.make_conninfo(**info)
-    yield dsn
-    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    """A fresh, empty database for one test."""
+    with fresh_database(pg_server_dsn) as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def module_pg_dsn(pg_server_dsn):
+    """A fresh, empty database shared by one test module (for its module-scoped runs)."""
+    with fresh_database(pg_server_dsn) as dsn:
+        yield dsn
 
 
 def make_df(spark, rows, schema="id long, url string, title string, body string, "

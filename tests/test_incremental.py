@@ -21,15 +21,10 @@ def keyset(rows):
 
 
 @pytest.fixture(scope="module")
-def runs(spark, conf, pg_server_dsn, tmp_path_factory):
-    import uuid
-
+def runs(spark, conf, module_pg_dsn, tmp_path_factory):
     root = tmp_path_factory.mktemp("incremental")
     full = job.run(spark, str(SAMPLE), str(root / "full"), conf, load_pg=False)
-    name = "inc_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    dsn = psycopg.conninfo.make_conninfo(**{**psycopg.conninfo.conninfo_to_dict(pg_server_dsn), "dbname": name})
+    dsn = module_pg_dsn
     articles = pd.read_parquet(SAMPLE)
     out = str(root / "slices")
     reports, rows_after = [], []

@@ -22,15 +22,9 @@ def ids_where(pred):
 
 
 @pytest.fixture(scope="module")
-def first_run(spark, conf, pg_server_dsn, tmp_path_factory):
-    import uuid
-
+def first_run(spark, conf, module_pg_dsn, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    name = "job_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(pg_server_dsn)
-    dsn = psycopg.conninfo.make_conninfo(**{**info, "dbname": name})
+    dsn = module_pg_dsn
     report = job.run(spark, str(SAMPLE), str(out), conf, dsn=dsn)
     return out, dsn, report
 

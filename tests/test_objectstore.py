@@ -73,23 +73,12 @@ def s3(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def database(pg_server_dsn):
-    name = "s3_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(pg_server_dsn)
-    yield psycopg.conninfo.make_conninfo(**{**info, "dbname": name})
-    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture(scope="module")
-def first_run(s3, database, tmp_path_factory):
+def first_run(s3, module_pg_dsn, tmp_path_factory):
     endpoint, client = s3
     work = tmp_path_factory.mktemp("s3work")
     conf = write_conf(work, endpoint)
     done = newsdedup(["run", "--input", f"s3a://{BUCKET}/snapshot/articles.parquet",
-                      "--output", f"s3a://{BUCKET}/dedup", "--conf", conf, "--pg", database],
+                      "--output", f"s3a://{BUCKET}/dedup", "--conf", conf, "--pg", module_pg_dsn],
                      env=clean_env(), cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
     return conf, work, done
@@ -106,7 +95,7 @@ def keys(client, prefix):
     return [o["Key"] for p in pages for o in p.get("Contents", [])]
 
 
-def test_run_writes_delta_tables_to_the_bucket_and_nothing_locally(s3, first_run, database):
+def test_run_writes_delta_tables_to_the_bucket_and_nothing_locally(s3, first_run, module_pg_dsn):
     _, client = s3
     conf, work, done = first_run
     counts = report_counts(done.stdout)
@@ -116,28 +105,28 @@ def test_run_writes_delta_tables_to_the_bucket_and_nothing_locally(s3, first_run
     # The checkpoints are under the output too; nothing landed on the local disk (no 's3a:' directory).
     assert keys(client, "dedup/_checkpoints/")
     assert sorted(p.name for p in work.iterdir()) == [os.path.basename(conf)]
-    assert len(pg_links(database)) == int(counts["links.total"])
+    assert len(pg_links(module_pg_dsn)) == int(counts["links.total"])
     # One line per step on stderr, the Ivy/Spark log hidden.
     assert re.search(r"simhash: done in [\d.]+s: \d+ links, \d+ documents left", done.stderr)
     assert ":: resolving dependencies" not in done.stderr and "INFO" not in done.stderr
 
 
-def test_second_run_on_the_same_output_adds_nothing(s3, first_run, database):
+def test_second_run_on_the_same_output_adds_nothing(s3, first_run, module_pg_dsn):
     conf, work, _ = first_run
-    before = pg_links(database)
+    before = pg_links(module_pg_dsn)
     again = newsdedup(["run", "--input", f"s3a://{BUCKET}/snapshot/articles.parquet",
-                       "--output", f"s3a://{BUCKET}/dedup", "--conf", conf, "--pg", database],
+                       "--output", f"s3a://{BUCKET}/dedup", "--conf", conf, "--pg", module_pg_dsn],
                       env=clean_env(), cwd=work)
     assert again.returncode == 0, again.stderr[-3000:]
     assert report_counts(again.stdout)["postgres.inserted"] == "0"
-    assert pg_links(database) == before
+    assert pg_links(module_pg_dsn) == before
 
 
-def test_revert_stats_and_load_on_s3a(s3, first_run, database):
+def test_revert_stats_and_load_on_s3a(s3, first_run, module_pg_dsn):
     conf, work, done = first_run
     out = f"s3a://{BUCKET}/dedup"
     n_url = int(report_counts(done.stdout)["links.url"])
-    rev = newsdedup(["revert", "--output", out, "--conf", conf, "--pg", database, "--stage", "url",
+    rev = newsdedup(["revert", "--output", out, "--conf", conf, "--pg", module_pg_dsn, "--stage", "url",
                      "--reason", "s3 test"], env=clean_env(), cwd=work)
     assert rev.returncode == 0, rev.stderr[-3000:]
     assert f"reverted: delta={n_url} postgres={n_url}" in rev.stdout
@@ -149,11 +138,11 @@ def test_revert_stats_and_load_on_s3a(s3, first_run, database):
     assert sum(d["reverted"] for d in daily) == n_url and sum(d["active"] for d in daily) == 0
 
     # A load from the s3a Delta table into a fresh database brings every link, reverts included.
-    with psycopg.connect(database, autocommit=True) as c:
+    with psycopg.connect(module_pg_dsn, autocommit=True) as c:
         c.execute("DELETE FROM duplicate_links")
-    load = newsdedup(["load", "--output", out, "--conf", conf, "--pg", database], env=clean_env(), cwd=work)
+    load = newsdedup(["load", "--output", out, "--conf", conf, "--pg", module_pg_dsn], env=clean_env(), cwd=work)
     assert load.returncode == 0, load.stderr[-3000:]
-    links = pg_links(database)
+    links = pg_links(module_pg_dsn)
     assert len(links) == int(report_counts(done.stdout)["links.total"])
     assert sum(1 for *_, reverted in links if reverted) == n_url
 

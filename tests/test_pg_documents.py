@@ -7,7 +7,6 @@ checked against what that run decided.
 from __future__ import annotations
 
 import json
-import uuid
 
 import psycopg
 import pytest
@@ -22,13 +21,9 @@ from conftest import SAMPLE
 
 
 @pytest.fixture(scope="module")
-def loaded(spark, conf, pg_server_dsn, tmp_path_factory):
+def loaded(spark, conf, module_pg_dsn, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    name = "docs_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(pg_server_dsn, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(pg_server_dsn)
-    dsn = psycopg.conninfo.make_conninfo(**{**info, "dbname": name})
+    dsn = module_pg_dsn
     report = job.run(spark, str(SAMPLE), str(out), conf, dsn=dsn)
     docs = {r["id"]: r.asDict() for r in store.read(spark, out, "documents").collect()}
     links = {r["duplicate_id"]: r.asDict() for r in store.active_links(spark, out).collect()}
