@@ -93,8 +93,6 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
         state = runstate.Persisted.resume(spark, output, resume)
         if input_path and paths.qualified(input_path) != paths.qualified(state.input_path):
             raise UserError(f"--resume {resume}: that run read {state.input_path}, not {input_path}")
-        if "finished" in state.completed():
-            raise UserError(f"--resume {resume}: that run has finished; see the runs table")
         input_path, now = state.input_path, state.started_at
         progress.line(f"resuming run {resume}; finished steps: {', '.join(state.completed()) or 'none'}")
     elif input_path is None:

@@ -99,6 +99,8 @@ class Persisted:
         if "run" not in state._done:
             raise UnknownRunError(f"--resume {run_id}: no such run under {output} "
                                   f"(runs that can be resumed: {', '.join(list_runs(spark, output)) or 'none'})")
+        if "finished" in state._done:
+            raise UserError(f"--resume {run_id}: that run has finished; see the runs table")
         return state
 
     @property
