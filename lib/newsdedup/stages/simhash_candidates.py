@@ -1,17 +1,24 @@
 """Stage 3's candidate pairs and their verification (the Spark half of simhash.py).
 
-Two candidate paths share one self-join on (lang, path, slot, value[, sub]):
+Two candidate paths share one bucketing: every document becomes one row per
+table and per MinHash band, keyed (lang, path, slot, value); rows that share a
+key form a bucket and every two rows of a bucket are a candidate.
 
 - path 0, generalised Manku tables (Manku, Jain, Das Sarma 2007) over simhash_w:
   64 bits cut into `blocks` blocks; a table per choice of blocks - k of them,
   keyed on those blocks' bits. Two fingerprints within k bits differ in at most
   k blocks, so they agree on some blocks - k blocks: every such pair meets in
   at least one table. A pair is kept only in the first table it matches (both
-  fingerprints travel with the rows, so this and the Hamming filter happen in
-  the join itself: no pair is ever de-duplicated by a shuffle).
+  fingerprints travel with the rows, so this and the Hamming filter happen
+  where the pair is formed: no table pair is ever de-duplicated by a shuffle).
 - path 1, b x r MinHash bands over the same shingle set: pairs with Jaccard J
   meet with probability 1 - (1 - J^r)^b. Pairs path 0 already has (within k
   bits) are dropped before the remaining MinHash pairs are de-duplicated.
+
+The buckets are formed without a self-join: the rows are shuffled once by
+bucket, sorted, and a compiled scan (`bucket_pairs`) walks each partition and
+pairs up each run of equal keys. A self-join sorted the same rows twice and
+needed a second aggregation for the bucket sizes; the scan has them for free.
 
 A bucket with more than max_band_bucket members is split into chunks of
 consecutive fingerprints (so near neighbours stay together); its members are
@@ -28,6 +35,9 @@ from __future__ import annotations
 
 from itertools import combinations
 from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+from numba import njit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,19 +102,7 @@ def _lit_masks(spec: "LanguageSpec") -> "Column":
     return F.array(*[F.lit(m).cast("long") for m in table_masks(spec.blocks, spec.max_hamming)])
 
 
-def _first_table(sim_conf: "SimhashConfig", lang: "Column", xor: "Column") -> "Column":
-    """Index of the first table whose key bits the two fingerprints share."""
-    from pyspark.sql import functions as F
-
-    def first(spec):
-        expr = F.lit(None).cast("int")
-        for i, m in reversed(list(enumerate(table_masks(spec.blocks, spec.max_hamming)))):
-            expr = F.when(xor.bitwiseAND(F.lit(m).cast("long")) == 0, F.lit(i)).otherwise(expr)
-        return expr
-    return per_language(sim_conf, lang, first)
-
-
-# ---------------------------------------------------------------- candidates (Spark)
+# ---------------------------------------------------------------- exploded rows (Spark)
 
 def _exploded(docs: "DataFrame", sim_conf: "SimhashConfig", paths: tuple[int, ...]) -> "DataFrame":
     """One row per (document, table) and per (document, MinHash band): id, lang, fp, path, slot, value."""
@@ -123,49 +121,191 @@ def _exploded(docs: "DataFrame", sim_conf: "SimhashConfig", paths: tuple[int, ..
     return rows.withColumn("lang", F.coalesce("lang", F.lit("default")))
 
 
-def _split_oversize(rows: "DataFrame", max_bucket: int) -> tuple["DataFrame", "DataFrame"]:
-    """Add `sub` (0, or a chunk number inside an oversized bucket); also return the split rows' ids."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+# ---------------------------------------------------------------- pairs from sorted buckets (pure, compiled)
 
-    key = ["lang", "path", "slot", "value"]
-    sizes = rows.groupBy(*key).agg(F.count("*").alias("n"))
-    oversize = sizes.where(F.col("n") > max_bucket).select(*key)
-    # No broadcast anywhere in stage 3: under memory pressure building one failed the job.
-    big = rows.join(oversize.hint("merge"), key, "left_semi")
-    small = rows.join(oversize.hint("merge"), key, "left_anti").withColumn("sub", F.lit(0).cast("long"))
-    # Chunks of consecutive fingerprints: near neighbours (few differing high bits) stay together.
-    w = Window.partitionBy(*key).orderBy("fp", "id")
-    chunked = big.withColumn("sub", F.floor((F.row_number().over(w) - 1) / max_bucket).cast("long"))
-    return small.unionByName(chunked), big.select("id", "path").distinct()
+@njit(cache=True)
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@njit(cache=True)
+def bucket_pairs(bucket, path, slot, code, fp, ids, max_hamming, masks, n_masks, max_bucket, tables_run):
+    """Candidate pairs of rows sorted by (bucket, path, slot, fp, id); a bucket is a run of equal
+    (bucket, path, slot).
+
+    Inside a bucket every two rows of the same chunk (max_bucket consecutive rows) pair up:
+    - path 0 (tables): kept when within max_hamming bits and `slot` is the first table whose key
+      bits they share (masks[code, :n_masks[code]]), so each such pair comes out of exactly one table;
+    - path 1 (MinHash): kept unless within max_hamming bits while the tables run (the tables have it);
+      the same pair may still come out of several bands.
+    code: the row's language index into max_hamming / masks / n_masks.
+    Returns (a, b, code, path, distance) of the pairs (a < b) and the ids (with their path) of rows in
+    buckets over max_bucket.
+    """
+    n = bucket.shape[0]
+    cap = 1024
+    a_out = np.empty(cap, np.int64)
+    b_out = np.empty(cap, np.int64)
+    c_out = np.empty(cap, np.int32)
+    p_out = np.empty(cap, np.int32)
+    d_out = np.empty(cap, np.int32)
+    split_id = np.empty(0, np.int64)
+    split_path = np.empty(0, np.int32)
+    n_split = 0
+    k = 0
+    start = 0
+    while start < n:
+        end = start + 1
+        while end < n and bucket[end] == bucket[start] and path[end] == path[start] and slot[end] == slot[start]:
+            end += 1
+        size = end - start
+        if size > max_bucket:
+            if n_split + size > split_id.shape[0]:
+                grow = max(2 * split_id.shape[0], n_split + size)
+                si = np.empty(grow, np.int64)
+                sp = np.empty(grow, np.int32)
+                si[:n_split] = split_id[:n_split]
+                sp[:n_split] = split_path[:n_split]
+                split_id, split_path = si, sp
+            for r in range(start, end):
+                split_id[n_split] = ids[r]
+                split_path[n_split] = path[r]
+                n_split += 1
+        for c0 in range(start, end, max_bucket):
+            c1 = min(c0 + max_bucket, end)
+            for i in range(c0, c1):
+                for j in range(i + 1, c1):
+                    lang = code[i]
+                    xor = np.uint64(fp[i]) ^ np.uint64(fp[j])
+                    dist = _popcount(xor)
+                    within = dist <= max_hamming[lang]
+                    if path[i] == 0:
+                        if not within:
+                            continue
+                        first = -1
+                        for t in range(n_masks[lang]):
+                            if xor & np.uint64(masks[lang, t]) == 0:
+                                first = t
+                                break
+                        if first != slot[i]:
+                            continue
+                    elif within and tables_run:
+                        continue
+                    if k == a_out.shape[0]:
+                        a_out = np.concatenate((a_out, np.empty(k, np.int64)))
+                        b_out = np.concatenate((b_out, np.empty(k, np.int64)))
+                        c_out = np.concatenate((c_out, np.empty(k, np.int32)))
+                        p_out = np.concatenate((p_out, np.empty(k, np.int32)))
+                        d_out = np.concatenate((d_out, np.empty(k, np.int32)))
+                    a_out[k] = min(ids[i], ids[j])
+                    b_out[k] = max(ids[i], ids[j])
+                    c_out[k] = lang
+                    p_out[k] = path[i]
+                    d_out[k] = dist
+                    k += 1
+        start = end
+    return a_out[:k], b_out[:k], c_out[:k], p_out[:k], d_out[:k], split_id[:n_split], split_path[:n_split]
+
+
+def last_run_start(bucket: np.ndarray, path: np.ndarray, slot: np.ndarray) -> int:
+    """Index where the last bucket of sorted, non-empty rows begins (it may go on in the next batch)."""
+    same = (bucket == bucket[-1]) & (path == path[-1]) & (slot == slot[-1])
+    differs = np.flatnonzero(~same)       # sorted rows: the last bucket is a suffix
+    return int(differs[-1]) + 1 if len(differs) else 0
+
+
+# ---------------------------------------------------------------- candidates (Spark)
+
+def language_codes(sim_conf: "SimhashConfig") -> list[str]:
+    """The configured languages in a fixed order; the kernel knows a language by its index here."""
+    return ["default", *sorted(n for n in sim_conf.languages if n != "default")]
+
+
+def _language_tables(sim_conf: "SimhashConfig") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """max_hamming, masks (padded), mask count per language code."""
+    specs = [sim_conf.languages[name] for name in language_codes(sim_conf)]
+    tables = [table_masks(s.blocks, s.max_hamming) for s in specs]
+    masks = np.zeros((len(specs), max(len(t) for t in tables)), np.int64)
+    for i, t in enumerate(tables):
+        masks[i, :len(t)] = t
+    return (np.array([s.max_hamming for s in specs], np.int64), masks,
+            np.array([len(t) for t in tables], np.int64))
+
+
+PAIR_SCHEMA = "a long, b long, code int, path int, distance int, split boolean"
+
+
+def _scan(sim_conf: "SimhashConfig", tables_run: bool):
+    """mapInArrow function: the pairs of every bucket of a partition sorted by (bucket, path, slot, fp, id).
+
+    Arrow batches cut a partition anywhere, so the last bucket of a batch is carried into the next."""
+    import pyarrow as pa
+
+    max_hamming, masks, n_masks = _language_tables(sim_conf)
+    names = ("bucket", "path", "slot", "code", "fp", "id")
+
+    def pairs_of(cols: dict[str, np.ndarray]) -> "pa.RecordBatch":
+        a, b, c, p, d, sid, spath = bucket_pairs(cols["bucket"], cols["path"], cols["slot"], cols["code"],
+                                                 cols["fp"], cols["id"], max_hamming, masks, n_masks,
+                                                 sim_conf.max_band_bucket, tables_run)
+        return pa.RecordBatch.from_pydict({
+            "a": np.concatenate((a, sid)), "b": np.concatenate((b, np.full(len(sid), -1, np.int64))),
+            "code": np.concatenate((c, np.zeros(len(sid), np.int32))), "path": np.concatenate((p, spath)),
+            "distance": np.concatenate((d, np.zeros(len(sid), np.int32))),
+            "split": np.concatenate((np.zeros(len(a), np.bool_), np.ones(len(sid), np.bool_)))})
+
+    def run(batches):
+        carry: dict[str, np.ndarray] | None = None
+        for batch in batches:
+            cols = {name: batch.column(name).to_numpy(zero_copy_only=False) for name in names}
+            if carry is not None:
+                cols = {name: np.concatenate((carry[name], cols[name])) for name in names}
+            if len(cols["bucket"]) == 0:
+                continue
+            cut = last_run_start(cols["bucket"], cols["path"], cols["slot"])
+            carry = {name: v[cut:] for name, v in cols.items()}
+            if cut:
+                yield pairs_of({name: v[:cut] for name, v in cols.items()})
+        if carry is not None and len(carry["bucket"]):
+            yield pairs_of(carry)
+    return run
 
 
 def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig",
                     paths: tuple[int, ...] = (SIMHASH_PATH, MINHASH_PATH)) -> tuple["DataFrame", "DataFrame"]:
     """(pairs a < b with lang, path, distance; ids of documents in split buckets with their path).
 
+    One shuffle: the exploded rows are partitioned by bucket and sorted inside each partition by
+    (bucket, path, slot, fp, id), then one compiled pass per partition pairs up each bucket's rows
+    (bucket_pairs). A bucket is (lang, path, slot, value), hashed to one long: a hash collision can
+    only merge two buckets, adding candidates that verification then judges; it loses none.
+    The scan is materialised once; pairs and split ids are both read from it.
+
     paths: which candidate paths run (the MinHash-only baseline of the benchmark uses one)."""
     from pyspark.sql import functions as F
 
-    rows, split = _split_oversize(_exploded(docs, sim_conf, paths), sim_conf.max_band_bucket)
-    a = rows.select(*[F.col(c).alias(f"a_{c}") for c in rows.columns])
-    b = rows.select(*[F.col(c).alias(f"b_{c}") for c in rows.columns])
-    on = [F.col(f"a_{c}") == F.col(f"b_{c}") for c in ("lang", "path", "slot", "value", "sub")]
-    joined = a.hint("merge").join(b, on + [F.col("a_id") < F.col("b_id")])
-    xor = F.col("a_fp").bitwiseXOR(F.col("b_fp"))
-    lang = F.col("a_lang")
-    within = F.bit_count(xor) <= per_language(sim_conf, lang, lambda s: F.lit(s.max_hamming))
-    pairs = joined.select(F.col("a_id").alias("a"), F.col("b_id").alias("b"), lang.alias("lang"),
-                          F.col("a_path").alias("path"), F.col("a_slot").alias("slot"),
-                          F.bit_count(xor).alias("distance"), within.alias("within"),
-                          _first_table(sim_conf, lang, xor).alias("first"))
-    tables = pairs.where((F.col("path") == SIMHASH_PATH) & F.col("within") & (F.col("first") == F.col("slot")))
-    # Pairs within k bits are path 0's (when it runs); the rest are de-duplicated here.
-    seen_by_tables = F.col("within") if SIMHASH_PATH in paths else F.lit(False)
-    minhash = (pairs.where((F.col("path") == MINHASH_PATH) & ~seen_by_tables)
-               .dropDuplicates(["a", "b"]))
-    cols = ["a", "b", "lang", "path", "distance"]
-    return tables.select(*cols).unionByName(minhash.select(*cols)), split
+    from ..clustering import cut_lineage
+
+    codes = language_codes(sim_conf)
+    rows = _exploded(docs, sim_conf, paths)
+    code = F.lit(0)
+    for i, name in enumerate(codes[1:], start=1):
+        code = F.when(F.col("lang") == name, F.lit(i)).otherwise(code)
+    rows = rows.select(F.xxhash64("lang", "path", "slot", "value").alias("bucket"),
+                       F.col("path").cast("int").alias("path"), F.col("slot").cast("int").alias("slot"),
+                       code.cast("int").alias("code"), "fp", "id")
+    scanned = cut_lineage(rows.repartition("bucket").sortWithinPartitions("bucket", "path", "slot", "fp", "id")
+                          .mapInArrow(_scan(sim_conf, SIMHASH_PATH in paths), PAIR_SCHEMA))
+    lang = F.element_at(F.array(*[F.lit(c) for c in codes]), F.col("code") + 1)
+    found = scanned.where(~F.col("split")).select("a", "b", lang.alias("lang"), "path", "distance")
+    # The tables emit each pair once; the MinHash bands may emit it several times.
+    pairs = (found.where(F.col("path") == SIMHASH_PATH)
+             .unionByName(found.where(F.col("path") == MINHASH_PATH).dropDuplicates(["a", "b"])))
+    split = scanned.where(F.col("split")).select(F.col("a").alias("id"), "path").distinct()
+    return pairs, split
 
 
 # ---------------------------------------------------------------- verification (Spark)

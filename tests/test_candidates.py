@@ -1,0 +1,118 @@
+"""Stage 3's candidate pairs: the compiled bucket scan against the definition, spelled out in Python.
+
+The definition: every document is one row per Manku table (key = its fingerprint's table bits) and
+one per MinHash band (key = the band hash), within its language; rows sharing (lang, path, slot, key)
+form a bucket, sorted by (fingerprint, id) and cut into chunks of max_band_bucket; every two rows of a
+chunk are a candidate. Table pairs must lie within max_hamming bits and count only in the first table
+they share; MinHash pairs within max_hamming bits are left to the tables and the rest are kept once.
+"""
+
+import random
+from collections import defaultdict
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from newsdedup.config import load_config
+from newsdedup.stages.simhash_candidates import (MINHASH_PATH, SIMHASH_PATH, bucket_pairs, candidate_pairs,
+                                                 last_run_start, table_masks)
+
+
+def reference(rows, sim_conf, paths):
+    buckets = defaultdict(list)
+    for doc_id, lang, fp, bands in rows:
+        lang = lang or "default"
+        spec = sim_conf.language(lang)
+        if SIMHASH_PATH in paths:
+            for slot, m in enumerate(table_masks(spec.blocks, spec.max_hamming)):
+                buckets[(lang, SIMHASH_PATH, slot, fp & m)].append((fp, doc_id))
+        if MINHASH_PATH in paths and bands is not None:
+            for slot, v in enumerate(bands):
+                buckets[(lang, MINHASH_PATH, slot, v)].append((fp, doc_id))
+    pairs, split = set(), set()
+    size = sim_conf.max_band_bucket
+    for (lang, path, slot, _), members in buckets.items():
+        spec = sim_conf.language(lang)
+        masks = table_masks(spec.blocks, spec.max_hamming)
+        members.sort()
+        if len(members) > size:
+            split |= {(doc_id, path) for _, doc_id in members}
+        for c in range(0, len(members), size):
+            for (fa, ia), (fb, ib) in combinations(members[c:c + size], 2):
+                xor = fa ^ fb
+                dist = bin(xor & (2 ** 64 - 1)).count("1")
+                within = dist <= spec.max_hamming
+                if path == SIMHASH_PATH and not (within and next(i for i, m in enumerate(masks)
+                                                                  if xor & m == 0) == slot):
+                    continue
+                if path == MINHASH_PATH and within and SIMHASH_PATH in paths:
+                    continue
+                canon = lang if lang in sim_conf.languages else "default"
+                pairs.add((min(ia, ib), max(ia, ib), canon, path, dist))
+    return pairs, split
+
+
+def corpus(seed, n=400):
+    """Random fingerprints with planted near neighbours (a few flipped bits) and shared MinHash bands;
+    a crowd of documents sharing one band value makes an oversized bucket."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        lang = rng.choice(["en", "bn", "en", None, "fr"])
+        if rows and rng.random() < 0.5:
+            _, plang, pfp, pbands = rng.choice(rows)
+            fp = pfp
+            for _ in range(rng.choice([0, 1, 2, 3, 4, 6, 12])):
+                fp ^= 1 << rng.randrange(64)
+            bands = [b if pbands and rng.random() < 0.3 else rng.getrandbits(63) for b in pbands or [0] * 5]
+            lang = plang if rng.random() < 0.9 else lang
+        else:
+            fp = rng.getrandbits(64)
+            bands = [rng.getrandbits(63) for _ in range(5)]
+        if rng.random() < 0.15:
+            bands[0] = 42                          # the crowd: one band bucket over max_band_bucket
+        rows.append((i + 1, lang, fp, None if rng.random() < 0.05 else bands))
+    return [(i, lang, fp - (1 << 64) if fp >= 1 << 63 else fp, bands) for i, lang, fp, bands in rows]
+
+
+@pytest.mark.parametrize("paths", [(SIMHASH_PATH, MINHASH_PATH), (MINHASH_PATH,)])
+def test_scan_finds_exactly_the_defined_pairs_and_split_rows(spark, paths):
+    sim_conf = load_config(overrides={"simhash": {"max_band_bucket": 7, "minhash_bands": 5}}).simhash
+    rows = corpus(3)
+    docs = spark.createDataFrame(rows, "id long, lang string, simhash_w long, mh_bands array<long>")
+    # Tiny Arrow batches: buckets straddle batch boundaries, which the scan must carry across.
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
+    try:
+        pairs, split = candidate_pairs(docs.repartition(3), sim_conf, paths)
+        got = {(r.a, r.b, r.lang, r.path, r.distance) for r in pairs.collect()}
+        got_split = {(r.id, r.path) for r in split.collect()}
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    want, want_split = reference(rows, sim_conf, paths)
+    assert len(got) == pairs.count()               # no pair twice
+    assert got == want
+    assert got_split == want_split and len(want_split) > 7
+    assert {p for *_, p, _ in want} >= set(paths)  # every path found something
+
+
+def test_bucket_pairs_keeps_a_table_pair_in_its_first_table_only():
+    masks = np.array([table_masks(5, 3)], np.int64)
+    # Two rows that share tables 0 and 1 (they differ only in the top block): one pair, from table 0.
+    fp_a, fp_b = 0, -(1 << 63)
+    got = []
+    for slot in range(len(masks[0])):
+        if (fp_a ^ fp_b) & int(masks[0, slot]) == 0:
+            out = bucket_pairs(np.zeros(2, np.int64), np.zeros(2, np.int32), np.full(2, slot, np.int32),
+                               np.zeros(2, np.int32), np.array([fp_b, fp_a], np.int64), np.array([9, 4], np.int64),
+                               np.array([3], np.int64), masks, np.array([masks.shape[1]], np.int64), 100, True)
+            got += [(int(a), int(b), int(d), slot) for a, b, d in zip(out[0], out[1], out[4])]
+    assert got == [(4, 9, 1, 0)]
+
+
+def test_last_run_start_is_where_the_last_bucket_begins():
+    b = np.array([1, 1, 2, 2, 2])
+    zero = np.zeros(5, np.int32)
+    assert last_run_start(b, zero, zero) == 2
+    assert last_run_start(np.array([7, 7]), zero[:2], zero[:2]) == 0
+    assert last_run_start(b, zero, np.array([0, 0, 0, 1, 1], np.int32)) == 3
