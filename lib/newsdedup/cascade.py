@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import incremental, prepare, runstate, stages
+from .clustering import survivors_after
 from .io.input import TEXT_COLUMNS, conform, order_date, plausible_range, split_invalid
 from .stages.simhash import STAGE_COLUMNS as SIMHASH_COLUMNS
 
@@ -110,7 +111,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
             report.counts[f"links.{stage.name}"] = links.count()
             report.notes.extend(result.notes)
             report.counts.update(result.counts)
-            frames = {"links": links, "survivors": result.survivors}
+            frames = {"links": links}
             if result.flags is not None:   # persisted with the step so that --resume keeps them
                 frames["flags"] = result.flags
             return frames
@@ -120,7 +121,10 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
         all_links.append(out["links"])
         if "flags" in out:
             all_flags.append(out["flags"])
-        unresolved = out["survivors"]
+        # Survivors are derived, not stored: a step persists only its links (and flags), and the
+        # next stage reads the unresolved columns minus those links (writing the survivors of every
+        # stage cost more than the anti-joins that replace them).
+        unresolved = survivors_after(unresolved, out["links"])
 
     links = all_links[0]
     for extra in all_links[1:]:

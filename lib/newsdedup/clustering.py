@@ -34,18 +34,16 @@ def survivors_after(docs: DataFrame, links: DataFrame) -> DataFrame:
     return docs.join(links.select(F.col("duplicate_id").alias("id")), "id", "left_anti")
 
 
-def exact_groups(docs: DataFrame, key: str, stage: str) -> tuple[DataFrame, DataFrame]:
-    """Group by an exact key; every member but the earliest links to the earliest (score 1).
-
-    Returns (links, survivors); documents with a null key are survivors.
-    """
+def exact_groups(docs: DataFrame, key: str, stage: str) -> DataFrame:
+    """Links of the groups of an exact key: every member but the earliest links to the earliest
+    (score 1). Documents with a null key are in no group."""
     keyed = docs.where(F.col(key).isNotNull())
     w = Window.partitionBy(key).orderBy(F.col("_ok").asc())
     ranked = keyed.withColumn("_ok", order_key()).withColumn("_canon", F.first("id").over(w))
     links = (ranked.where(F.col("_canon") != F.col("id"))
              .select(F.col("id").alias("duplicate_id"), F.col("_canon").alias("canonical_id"),
                      F.lit(stage).alias("stage"), F.lit(1.0).alias("score")))
-    return links, survivors_after(docs, links)
+    return links
 
 
 def connected_labels(edges: DataFrame, vertices: DataFrame, max_iterations: int) -> DataFrame:

@@ -85,8 +85,15 @@ def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str
     via = F.col("via_id").cast("long") if "via_id" in computed.columns else F.lit(None).cast("long")
     computed = cut_lineage(computed.select(*key, F.col("score").cast("double"), via.alias("via_id"))
                            .dropDuplicates(key))
+    ts = F.lit(now).cast("timestamp")
     if not store.exists(spark, path):
+        # A first run: every link is new, so one append replaces the MERGE and its four counting passes.
         _empty_table(spark, path)
+        fresh = {"score": F.col("score"), "linked_at": ts, "run_id": F.lit(run_id), "via_id": F.col("via_id")}
+        schema = spark.read.format("delta").load(path).schema
+        computed.select(*[fresh.get(f.name, F.col(f.name) if f.name in key else F.lit(None)).cast(f.dataType)
+                          .alias(f.name) for f in schema.fields]).write.format("delta").mode("append").save(path)
+        return {"new": computed.count(), "superseded": 0, "revived": 0, "rescored": 0}
     ensure_supersede_columns(spark, path)
     table = DeltaTable.forPath(spark, path)
     current = table.toDF()
@@ -103,7 +110,6 @@ def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str
         "rescored": source.where("action = 'keep'").alias("s").join(
             active.alias("t"), key).where(~F.col("s.score").eqNullSafe(F.col("t.score"))).count(),
     }
-    ts = F.lit(now).cast("timestamp")
     cond = " AND ".join(f"t.{k} = s.{k}" for k in key)
     (table.alias("t").merge(source.alias("s"), cond)
      .whenMatchedUpdate(condition="s.action = 'supersede' AND t.reverted_at IS NULL AND t.superseded_at IS NULL",

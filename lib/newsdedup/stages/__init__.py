@@ -3,7 +3,8 @@
 A stage is an object with a `name` (the value written to duplicate_links.stage)
 and a `run(ctx, unresolved)` method: it takes the documents earlier stages
 could not resolve and returns a `StageResult` with its links
-(duplicate_id, canonical_id, stage, score) and the survivors it hands on.
+(duplicate_id, canonical_id, stage, score). What it hands on is the cascade's
+business: the unresolved documents minus the ones it linked as duplicates.
 Stages that need per-document keys also provide a pure per-row function that
 `prepare` calls in its single Python pass over the snapshot.
 
@@ -39,7 +40,6 @@ class StageContext:
 @dataclass
 class StageResult:
     links: "DataFrame"                # duplicate_id, canonical_id, stage, score
-    survivors: "DataFrame"            # the unresolved documents handed to the next stage
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)   # added to the run report as they are
     # id, flag: documents the stage could not fully handle (e.g. not compared with every
@@ -62,8 +62,7 @@ class ExactKeyStage:
     def run(self, ctx: StageContext, unresolved: "DataFrame") -> StageResult:
         from ..clustering import exact_groups
 
-        links, survivors = exact_groups(unresolved, self.key, self.name)
-        return StageResult(links, survivors)
+        return StageResult(exact_groups(unresolved, self.key, self.name))
 
 
 def build(conf: "Config") -> list[Stage]:

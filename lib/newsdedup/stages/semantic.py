@@ -202,7 +202,7 @@ class SemanticStage:
         vertices = texts.select("id", order_key().alias("key"))
         links = report.timed("semantic.cluster", lambda: clustering.earliest_canonical_links(
             edges.where(~F.col("conflict")).select("a", "b", "score"), vertices, self.name, sem.max_iterations))
-        return StageResult(links, clustering.survivors_after(unresolved, links), notes)
+        return StageResult(links, notes)
 
 
 # ---------------------------------------------------------------- backfill

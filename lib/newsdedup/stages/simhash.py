@@ -207,7 +207,7 @@ class SimhashStage:
     def run(self, ctx, unresolved: "DataFrame") -> StageResult:
         from pyspark.sql import functions as F
 
-        from ..clustering import cluster_sizes, cut_lineage, links_from_edges, order_key, survivors_after
+        from ..clustering import cluster_sizes, cut_lineage, links_from_edges, order_key
         from .simhash_candidates import candidate_pairs, pair_features, similarity, verified
 
         sim_conf = ctx.conf.simhash
@@ -229,7 +229,7 @@ class SimhashStage:
         counts, notes = _stage_counts(unresolved, pairs, edges, links, split, cluster_sizes(links), sim_conf)
         flags = split.select("id", F.concat(F.lit("simhash_bucket_split:"),
                                             F.when(F.col("path") == 0, "tables").otherwise("minhash")).alias("flag"))
-        return StageResult(links, survivors_after(unresolved, links), notes, counts, flags=flags)
+        return StageResult(links, notes, counts, flags=flags)
 
 
 SIZE_BINS = ((2, 2), (3, 5), (6, 10), (11, 100), (101, None))
