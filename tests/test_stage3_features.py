@@ -1,13 +1,16 @@
 """Stage 3's pure kernels: table arithmetic, MinHash, de-skewed SimHash, numbers and names."""
 
 import random
+import re
 from itertools import combinations
 
 import numpy as np
 
+from newsdedup.lab.synth import generate
 from newsdedup.stages import simhash as sh
 from newsdedup.stages import simhash_candidates as sc
 from newsdedup.stages import simhash_features as sf
+from test_simhash_sets import random_texts
 
 
 def test_manku_tables_find_every_pair_within_k():
@@ -60,3 +63,15 @@ def test_set_simhash_ignores_repetition_and_is_signed():
 def test_numbers_and_names():
     assert sf.numbers_of("Arsenal won 2-1; crowd 60,000 and ৩৫ জন") == ["1", "2", "35", "60,000"]
     assert sf.names_of("Yesterday Arsenal beat Everton at the Emirates. Saka scored.") == ["Arsenal", "Emirates", "Everton"]   # not Yesterday, not Saka (sentence starts)
+
+
+def test_numbers_of_finds_what_translating_the_whole_text_first_finds():
+    """numbers_of translates each match, not the text: the same numbers as the first definition."""
+    bangla = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
+    rng = random.Random(5)
+    digits = list("0123456789০১২৩৪৫৬৭৮৯٠١٢३४.,:-ab ")          # Arabic-Indic and Devanagari digits too
+    texts = random_texts(rng, 200) + ["".join(rng.choice(digits) for _ in range(rng.randrange(40)))
+                                      for _ in range(3000)]
+    texts += [b for b in generate(200, 3)[0].column("body").to_pylist() if b]
+    for text in texts:
+        assert sf.numbers_of(text) == sorted(set(re.findall(r"\d+(?:[.,:]\d+)*", text.translate(bangla)))), text

@@ -96,7 +96,9 @@ def set_columns(text: str, kind: str, n: int, n_bands: int, rows: int
 
 def numbers_of(text: str) -> list[str]:
     """Distinct numbers in text, Bangla digits read as ASCII, thousands separators kept as written."""
-    return sorted(set(_NUMBER.findall(text.translate(_BANGLA_DIGITS))))
+    # \d matches Bangla digits too and the translation maps digit to digit, so translating each
+    # match finds what translating the whole text first would, at a fraction of the cost.
+    return sorted({m.translate(_BANGLA_DIGITS) for m in _NUMBER.findall(text)})
 
 
 def names_of(text: str) -> list[str]:
