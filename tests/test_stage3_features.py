@@ -75,3 +75,17 @@ def test_numbers_of_finds_what_translating_the_whole_text_first_finds():
     texts += [b for b in generate(200, 3)[0].column("body").to_pylist() if b]
     for text in texts:
         assert sf.numbers_of(text) == sorted(set(re.findall(r"\d+(?:[.,:]\d+)*", text.translate(bangla)))), text
+
+
+def test_names_of_finds_what_the_lookbehind_pattern_finds():
+    """names_of checks a capitalised word's context after finding it: the same names as the first
+    definition, a lookbehind pattern, on text made of what decides a name (Unicode spaces too)."""
+    first = re.compile(r"(?<=[^\s.!?\n\"'])\s+([A-Z][\w'-]*[a-z][\w'-]*)")
+    rng = random.Random(6)
+    pieces = [*"aZbQ .!?\"'\n\t-_,", "\u00a0", "\u2003", "\x1c", "\x85", "Ab", "Éb", " Mc", "xY", "ক", "Ünter"]
+    texts = random_texts(rng, 200) + ["".join(rng.choice(pieces) for _ in range(rng.randrange(60)))
+                                      for _ in range(5000)]
+    texts += [b for b in generate(200, 3)[0].column("body").to_pylist() if b]
+    for text in texts:
+        assert sf.names_of(text) == sorted(set(first.findall(text))), text
+    assert sum(bool(sf.names_of(t)) for t in texts) > 1000
