@@ -66,7 +66,8 @@ def test_numbers_and_names():
 
 
 def test_numbers_of_finds_what_translating_the_whole_text_first_finds():
-    """numbers_of translates each match, not the text: the same numbers as the first definition."""
+    """numbers_of (\\d\\d*, each match translated) finds what the first definition (\\d+ over the translated
+    text) finds."""
     bangla = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
     rng = random.Random(5)
     digits = list("0123456789০১২৩৪৫৬৭৮৯٠١٢३४.,:-ab ")          # Arabic-Indic and Devanagari digits too
