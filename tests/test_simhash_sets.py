@@ -15,7 +15,7 @@ from newsdedup.stages import simhash as sh
 from newsdedup.stages import simhash_features as sf
 from newsdedup.stages import simhash_kernel as kern
 from newsdedup.stages.content import ContentKeys
-from newsdedup.stages.simhash_sets import keys_batch
+from newsdedup.stages.simhash_sets import keys_batch, shingle_sets
 
 CORPUS = {"EN": EN, "BN": BN}
 KIND = {"word": kern.KIND_WORD, "char": kern.KIND_CHAR}
@@ -118,6 +118,20 @@ def test_keys_batch_equals_the_python_definition_on_random_unicode(n_bands, rows
             assert len(g[1]) == 0 and g[2] is None and g[3] is None
     assert sum(g[2] is not None for g in got) > 100
     assert any(g[0] and g[2] is None for g in got)          # a seed but no set features (৳৳৳৳)
+
+
+def test_shingle_sets_are_shingle_set_for_every_text_however_few_features():
+    """The verification step's sets: every text's, with no minimum number of features."""
+    rng = random.Random(12)
+    texts = random_texts(rng, 300)
+    sets = [(rng.choice(("word", "char")), rng.choice((1, 2, 3, 4))) for _ in texts]
+    kinds = np.array([kern.KIND_CODES[k] for k, _ in sets], np.int8)
+    offsets, shingles = shingle_sets([t.casefold() for t in texts], kinds, np.array([g for _, g in sets]))
+    assert shingles.dtype == np.int32 and len(offsets) == len(texts) + 1
+    for d, (text, (kind, g)) in enumerate(zip(texts, sets)):
+        assert np.array_equal(shingles[offsets[d]:offsets[d + 1]], sf.shingle_set(text, kind, g)), d
+    sizes = np.diff(offsets)
+    assert (sizes == 0).any() and ((sizes > 0) & (sizes < 8)).any()     # empty sets and tiny ones
 
 
 def test_a_tiny_word_cache_changes_no_set_column():

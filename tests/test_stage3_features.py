@@ -1,13 +1,16 @@
 """Stage 3's pure kernels: table arithmetic, MinHash, de-skewed SimHash, numbers and names."""
 
 import random
+import re
 from itertools import combinations
 
 import numpy as np
 
+from newsdedup.lab.synth import generate
 from newsdedup.stages import simhash as sh
 from newsdedup.stages import simhash_candidates as sc
 from newsdedup.stages import simhash_features as sf
+from test_simhash_sets import random_texts
 
 
 def test_manku_tables_find_every_pair_within_k():
@@ -60,3 +63,30 @@ def test_set_simhash_ignores_repetition_and_is_signed():
 def test_numbers_and_names():
     assert sf.numbers_of("Arsenal won 2-1; crowd 60,000 and ৩৫ জন") == ["1", "2", "35", "60,000"]
     assert sf.names_of("Yesterday Arsenal beat Everton at the Emirates. Saka scored.") == ["Arsenal", "Emirates", "Everton"]   # not Yesterday, not Saka (sentence starts)
+
+
+def test_numbers_of_finds_what_translating_the_whole_text_first_finds():
+    """numbers_of (\\d\\d*, each match translated) finds what the first definition (\\d+ over the translated
+    text) finds."""
+    bangla = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
+    rng = random.Random(5)
+    digits = list("0123456789০১২৩৪৫৬৭৮৯٠١٢३४.,:-ab ")          # Arabic-Indic and Devanagari digits too
+    texts = random_texts(rng, 200) + ["".join(rng.choice(digits) for _ in range(rng.randrange(40)))
+                                      for _ in range(3000)]
+    texts += [b for b in generate(200, 3)[0].column("body").to_pylist() if b]
+    for text in texts:
+        assert sf.numbers_of(text) == sorted(set(re.findall(r"\d+(?:[.,:]\d+)*", text.translate(bangla)))), text
+
+
+def test_names_of_finds_what_the_lookbehind_pattern_finds():
+    """names_of checks a capitalised word's context after finding it: the same names as the first
+    definition, a lookbehind pattern, on text made of what decides a name (Unicode spaces too)."""
+    first = re.compile(r"(?<=[^\s.!?\n\"'])\s+([A-Z][\w'-]*[a-z][\w'-]*)")
+    rng = random.Random(6)
+    pieces = [*"aZbQ .!?\"'\n\t-_,", "\u00a0", "\u2003", "\x1c", "\x85", "Ab", "Éb", " Mc", "xY", "ক", "Ünter"]
+    texts = random_texts(rng, 200) + ["".join(rng.choice(pieces) for _ in range(rng.randrange(60)))
+                                      for _ in range(5000)]
+    texts += [b for b in generate(200, 3)[0].column("body").to_pylist() if b]
+    for text in texts:
+        assert sf.names_of(text) == sorted(set(first.findall(text))), text
+    assert sum(bool(sf.names_of(t)) for t in texts) > 1000

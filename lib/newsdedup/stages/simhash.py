@@ -155,11 +155,10 @@ class SimhashKeys:
         ngrams = np.zeros(n, dtype=np.int64)
         set_ngrams = np.zeros(n, dtype=np.int64)
         minimum = np.zeros(n, dtype=np.int64)
-        kind_code = {"word": kern.KIND_WORD, "char": kern.KIND_CHAR}
         for i, (lang, body) in enumerate(zip(langs, has_body)):
             if body:
                 spec = self.conf.language(lang)
-                kinds[i], set_kinds[i] = kind_code[spec.features], kind_code[spec.set_features]
+                kinds[i], set_kinds[i] = kern.KIND_CODES[spec.features], kern.KIND_CODES[spec.set_features]
                 ngrams[i], set_ngrams[i], minimum[i] = spec.ngram, spec.set_ngram, spec.min_features
         folded = [k.casefold() if kinds[i] >= 0 else "" for i, k in enumerate(keys)]
         is_word, is_text = kern.char_classes()

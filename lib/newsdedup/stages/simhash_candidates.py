@@ -40,7 +40,8 @@ import numpy as np
 from numba import njit
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import numpy as np
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
     from ..config import Config, LanguageSpec, SimhashConfig
@@ -310,32 +311,67 @@ def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig",
 
 # ---------------------------------------------------------------- verification (Spark)
 
+class PairFeatures:
+    """The verification columns of an Arrow batch of documents (id, lang, title, body): id and, from
+    each document's content key, sh (shingle_set of its language's set features), nums (numbers_of)
+    and names (names_of), the same values the per-document functions give.
+
+    Content keys as prepare computes them (ContentKeys.batch, no html, the stored lang as the
+    hint); the shingle sets in one compiled call (simhash_sets.shingle_sets), the sh column built
+    straight from its offsets and values; numbers and names per document (regex).
+    """
+
+    def __init__(self, conf: "Config"):
+        from .content import ContentKeys
+
+        self.content = ContentKeys(conf.content, conf.input.max_text_chars)
+        self.sim_conf = conf.simhash
+
+    def set_features(self, langs: list[str | None]) -> tuple["np.ndarray", "np.ndarray"]:
+        """(kind codes as int8, n-gram lengths as int64) of each language's set features."""
+        import numpy as np
+
+        from .simhash_kernel import KIND_CODES
+
+        specs = [self.sim_conf.language(lang) for lang in langs]
+        return (np.array([KIND_CODES[s.set_features] for s in specs], np.int8),
+                np.array([s.set_ngram for s in specs], np.int64))
+
+    def batch(self, docs: "pa.RecordBatch") -> "pa.RecordBatch":
+        import numpy as np
+        import pyarrow as pa
+
+        from .simhash_features import names_of, numbers_of
+        from .simhash_sets import shingle_sets
+
+        n = docs.num_rows
+        langs = docs.column("lang").to_pylist()
+        keys = self.content.batch(docs.column("title").to_pylist(), docs.column("body").to_pylist(), [None] * n,
+                                  langs, [[] for _ in range(n)])["key"]
+        offsets, shingles = shingle_sets([k.casefold() for k in keys], *self.set_features(langs))
+        sh = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
+        strings = pa.list_(pa.string())
+        return pa.RecordBatch.from_arrays(
+            [docs.column("id"), sh, pa.array([numbers_of(k) for k in keys], strings),
+             pa.array([names_of(k) for k in keys], strings)], names=["id", "sh", "nums", "names"])
+
+
 def pair_features(ctx_docs: "DataFrame", ids: "DataFrame", conf: "Config") -> "DataFrame":
-    """id, sh (sorted distinct shingle hashes), nums, names for the documents in ids, from their text."""
+    """id, sh (sorted distinct shingle hashes), nums, names for the documents in ids, from their text
+    (PairFeatures, an Arrow batch at a time)."""
     from pyspark.sql import types as T
 
     schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("sh", T.ArrayType(T.IntegerType())),
                            T.StructField("nums", T.ArrayType(T.StringType())),
                            T.StructField("names", T.ArrayType(T.StringType()))])
 
-    def run(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-        import pandas as pd
-
-        from .content import ContentKeys
-        from .simhash_features import names_of, numbers_of, shingle_set
-
-        keys = ContentKeys(conf.content, conf.input.max_text_chars)
-        for pdf in batches:
-            out = []
-            for r in pdf.itertuples(index=False):
-                key = keys.columns(r.title, r.body, None, r.lang, [])["key"]
-                spec = conf.simhash.language(r.lang)
-                out.append((r.id, shingle_set(key, spec.set_features, spec.set_ngram).tolist(),
-                            numbers_of(key), names_of(key)))
-            yield pd.DataFrame(out, columns=["id", "sh", "nums", "names"])
+    def run(batches: Iterator["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        features = PairFeatures(conf)
+        for docs in batches:
+            yield features.batch(docs)
 
     return (ctx_docs.join(ids, "id", "left_semi").select("id", "lang", "title", "body")
-            .mapInPandas(run, schema))
+            .mapInArrow(run, schema))
 
 
 def _overlap(x: "Column", y: "Column") -> "Column":

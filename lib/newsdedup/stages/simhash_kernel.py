@@ -41,6 +41,7 @@ _SIGMA = np.array([
 ], dtype=np.int64)
 
 KIND_WORD, KIND_CHAR = 0, 1
+KIND_CODES = {"word": KIND_WORD, "char": KIND_CHAR}     # a LanguageSpec's feature kinds
 BENGALI = (0x0980, 0x09FF)
 
 

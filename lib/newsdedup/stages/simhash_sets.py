@@ -5,8 +5,9 @@ simhash_kernel.fingerprint_batch gives (seed fingerprint, distinct features)
 plus what simhash_features spells out per document in numpy: the sorted
 distinct 32-bit shingle hashes (`shingle_set`), their SimHash (`set_simhash`)
 and the MinHash LSH band hashes (`minhash_bands`). The numpy functions stay the
-readable definition (tools, tests, `pair_features`); tests/fingerprint_reference.py
-pins both paths to the same values bit for bit.
+readable definition (tools, tests); tests/fingerprint_reference.py pins both paths
+to the same values bit for bit. `shingle_sets` runs the same kernel for the
+verification step, which needs only the sets (of every document it is given).
 
 Where the set features are the seed's (English: word 3-shingles both) the seed's
 occurrence hashes are reused as they are; otherwise (Bangla: char 4-gram seed,
@@ -126,3 +127,20 @@ def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salt
         used += k
     shingle_offsets[n_docs] = used
     return fps, distinct, valid, w, w_valid, mh, shingle_offsets, shingles[:used]
+
+
+def shingle_sets(folded: list[str], kinds: np.ndarray, ngrams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, shingles): text d's shingle_set (sorted distinct 32-bit hashes as int32) is
+    shingles[offsets[d]:offsets[d + 1]], for every text, however few features it has.
+
+    folded: case-folded texts; kinds, ngrams: each text's set features (kinds < 0: none).
+    keys_batch with the set features as the seed and no minimum: a text is then valid exactly
+    when it has a feature, and no MinHash band (n_bands 0) is computed.
+    """
+    from .simhash_kernel import char_classes, code_points, word_cache
+
+    is_word, is_text = char_classes()
+    *_, offsets, shingles = keys_batch(*code_points(folded), kinds, ngrams, np.zeros(len(folded), np.int64),
+                                       kinds, ngrams, np.empty(0, np.uint64), 0, 0, is_word, is_text,
+                                       *word_cache().arrays())
+    return offsets, shingles.view(np.int32)
