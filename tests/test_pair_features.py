@@ -1,4 +1,4 @@
-"""Stage 3's verification features (simhash_candidates.pair_features) over Arrow batches equal what
+"""Stage 3's verification features (simhash_verify.pair_features) over Arrow batches equal what
 the per-document functions give (ContentKeys.columns, shingle_set, numbers_of, names_of) for every
 document: English, Bangla (seed char 4-grams, set word 3-shingles), no body, odd text."""
 
@@ -9,7 +9,7 @@ from newsdedup.config import load_config
 from newsdedup.lab.synth import generate
 from newsdedup.stages import simhash_features as sf
 from newsdedup.stages.content import ContentKeys
-from newsdedup.stages.simhash_candidates import PairFeatures, pair_features
+from newsdedup.stages.simhash_verify import PairFeatures, pair_features
 
 ODD = [(None, None), ("Headline only", None), ("Headline only", ""), ("", "   \n\t "), (None, "!!! ... ,,, ।"),
        ("\x00\x07 control", "zero\u200bwidth\u200c joiners \ufeff and \ufffd replacement \U0001F600"),

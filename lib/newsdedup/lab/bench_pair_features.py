@@ -56,7 +56,7 @@ def before(conf, docs) -> list[tuple]:
 
 
 def after(conf, docs) -> list[tuple]:
-    from ..stages.simhash_candidates import PairFeatures
+    from ..stages.simhash_verify import PairFeatures
 
     features = PairFeatures(conf)
     return [features.batch(b) for b in docs.to_batches(max_chunksize=BATCH_ROWS)]
@@ -69,7 +69,7 @@ def as_rows(batches) -> list[tuple]:
 def parts(conf, docs) -> dict[str, float]:
     """Seconds of each part of the after path over the whole corpus (warm word cache)."""
     from ..stages.content import ContentKeys
-    from ..stages.simhash_candidates import PairFeatures
+    from ..stages.simhash_verify import PairFeatures
     from ..stages.simhash_features import names_of, numbers_of
     from ..stages.simhash_sets import shingle_sets
 

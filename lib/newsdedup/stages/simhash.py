@@ -5,7 +5,7 @@ documents table) and `SimhashKeys`, whose `batch` is the per-batch function
 `prepare` calls: it runs the compiled kernels in simhash_kernel / simhash_sets
 (exactly what `features` and `simhash` define, and the set columns simhash_w and
 mh_bands that simhash_features.py defines per document); the bands are cut in Spark. Spark part: `SimhashStage`
-below; candidate generation and verification live in simhash_candidates.py,
+below; candidate generation lives in simhash_candidates.py, verification in simhash_verify.py,
 clustering in clustering.py. docs/stage3.md has the design and the candidate
 arithmetic.
 
@@ -207,7 +207,8 @@ class SimhashStage:
         from pyspark.sql import functions as F
 
         from ..clustering import cluster_sizes, cut_lineage, links_from_edges, order_key
-        from .simhash_candidates import candidate_pairs, pair_features, similarity, verified
+        from .simhash_candidates import candidate_pairs
+        from .simhash_verify import pair_features, similarity, verified
 
         sim_conf = ctx.conf.simhash
         pairs, split = candidate_pairs(unresolved, sim_conf)

@@ -1,4 +1,4 @@
-"""Stage 3's candidate pairs and their verification (the Spark half of simhash.py).
+"""Stage 3's candidate pairs (the Spark half of simhash.py, with simhash_verify.py).
 
 Two candidate paths share one bucketing: every document becomes one row per
 table and per MinHash band, keyed (lang, path, slot, value); rows that share a
@@ -26,25 +26,21 @@ not compared with every other member, and are returned to be counted and
 flagged on their documents rows.
 
 Every candidate is then verified on the two documents' exact shingle sets
-(Jaccard, or containment of the smaller set) and must not contradict on
-numbers or names: templated reports of different games share most words but
-not their scores and teams.
+(simhash_verify.py).
 """
 
 from __future__ import annotations
 
 from itertools import combinations
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 
 if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
-    from ..config import Config, LanguageSpec, SimhashConfig
+    from ..config import LanguageSpec, SimhashConfig
 
 SIMHASH_PATH, MINHASH_PATH = 0, 1
 
@@ -307,109 +303,3 @@ def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig",
              .unionByName(found.where(F.col("path") == MINHASH_PATH).dropDuplicates(["a", "b"])))
     split = scanned.where(F.col("split")).select(F.col("a").alias("id"), "path").distinct()
     return pairs, split
-
-
-# ---------------------------------------------------------------- verification (Spark)
-
-class PairFeatures:
-    """The verification columns of an Arrow batch of documents (id, lang, title, body): id and, from
-    each document's content key, sh (shingle_set of its language's set features), nums (numbers_of)
-    and names (names_of), the same values the per-document functions give.
-
-    Content keys as prepare computes them (ContentKeys.batch, no html, the stored lang as the
-    hint); the shingle sets in one compiled call (simhash_sets.shingle_sets), the sh column built
-    straight from its offsets and values; numbers and names per document (regex).
-    """
-
-    def __init__(self, conf: "Config"):
-        from .content import ContentKeys
-
-        self.content = ContentKeys(conf.content, conf.input.max_text_chars)
-        self.sim_conf = conf.simhash
-
-    def set_features(self, langs: list[str | None]) -> tuple["np.ndarray", "np.ndarray"]:
-        """(kind codes as int8, n-gram lengths as int64) of each language's set features."""
-        import numpy as np
-
-        from .simhash_kernel import KIND_CODES
-
-        specs = [self.sim_conf.language(lang) for lang in langs]
-        return (np.array([KIND_CODES[s.set_features] for s in specs], np.int8),
-                np.array([s.set_ngram for s in specs], np.int64))
-
-    def batch(self, docs: "pa.RecordBatch") -> "pa.RecordBatch":
-        import numpy as np
-        import pyarrow as pa
-
-        from .simhash_features import names_of, numbers_of
-        from .simhash_sets import shingle_sets
-
-        n = docs.num_rows
-        langs = docs.column("lang").to_pylist()
-        keys = self.content.batch(docs.column("title").to_pylist(), docs.column("body").to_pylist(), [None] * n,
-                                  langs, [[] for _ in range(n)])["key"]
-        offsets, shingles = shingle_sets([k.casefold() for k in keys], *self.set_features(langs))
-        sh = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
-        strings = pa.list_(pa.string())
-        return pa.RecordBatch.from_arrays(
-            [docs.column("id"), sh, pa.array([numbers_of(k) for k in keys], strings),
-             pa.array([names_of(k) for k in keys], strings)], names=["id", "sh", "nums", "names"])
-
-
-def pair_features(ctx_docs: "DataFrame", ids: "DataFrame", conf: "Config") -> "DataFrame":
-    """id, sh (sorted distinct shingle hashes), nums, names for the documents in ids, from their text
-    (PairFeatures, an Arrow batch at a time)."""
-    from pyspark.sql import types as T
-
-    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("sh", T.ArrayType(T.IntegerType())),
-                           T.StructField("nums", T.ArrayType(T.StringType())),
-                           T.StructField("names", T.ArrayType(T.StringType()))])
-
-    def run(batches: Iterator["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
-        features = PairFeatures(conf)
-        for docs in batches:
-            yield features.batch(docs)
-
-    return (ctx_docs.join(ids, "id", "left_semi").select("id", "lang", "title", "body")
-            .mapInArrow(run, schema))
-
-
-def _overlap(x: "Column", y: "Column") -> "Column":
-    """|x & y| / min(|x|, |y|); null when either set is empty (no evidence either way)."""
-    from pyspark.sql import functions as F
-
-    small = F.least(F.size(x), F.size(y))
-    return F.when(small > 0, F.size(F.array_intersect(x, y)) / small)
-
-
-def similarity(pairs: "DataFrame", feats: "DataFrame", left: str, right: str) -> "DataFrame":
-    """pairs with jaccard, containment, numbers and names overlap of the documents left and right."""
-    from pyspark.sql import functions as F
-
-    fl = feats.select(*[F.col(c).alias(f"l_{c}") for c in feats.columns])
-    fr = feats.select(*[F.col(c).alias(f"r_{c}") for c in feats.columns])
-    # Shuffle joins: the shingle arrays must never be broadcast (a 2g driver ran out building that).
-    j = (pairs.join(fl.hint("merge"), F.col(left) == F.col("l_id"))
-         .join(fr.hint("merge"), F.col(right) == F.col("r_id")))
-    inter = F.size(F.array_intersect("l_sh", "r_sh"))
-    union = F.size("l_sh") + F.size("r_sh") - inter
-    return j.select(*pairs.columns,
-                    F.when(union > 0, inter / union).otherwise(0.0).alias("jaccard"),
-                    F.coalesce(_overlap(F.col("l_sh"), F.col("r_sh")), F.lit(0.0)).alias("containment"),
-                    _overlap(F.col("l_nums"), F.col("r_nums")).alias("numbers"),
-                    _overlap(F.col("l_names"), F.col("r_names")).alias("names"))
-
-
-def verified(scored: "DataFrame", sim_conf: "SimhashConfig") -> "DataFrame":
-    """The scored pairs that are duplicates under their language's thresholds."""
-    from pyspark.sql import functions as F
-
-    lang = F.col("lang")
-
-    def at(name):
-        return per_language(sim_conf, lang, lambda s: F.lit(getattr(s, name)))
-
-    similar = (F.col("jaccard") >= at("jaccard")) | (F.col("containment") >= at("containment"))
-    consistent = (F.coalesce(F.col("numbers") >= at("numbers_overlap"), F.lit(True))
-                  & F.coalesce(F.col("names") >= at("names_overlap"), F.lit(True)))
-    return scored.where(similar & consistent)

@@ -1,0 +1,213 @@
+"""Stage 3's verification: every candidate pair is judged on the two documents' exact features.
+
+A candidate (simhash_candidates.py) is a duplicate when the two shingle sets
+have Jaccard >= jaccard, or the smaller set lies >= containment inside the
+larger, and the pair does not contradict itself on numbers or names: templated
+reports of different games share most words but not their scores and teams.
+The thresholds are per language (conf simhash.languages).
+
+- `PairFeatures` / `pair_features`: the features of the documents in candidate
+  pairs, recomputed from their text an Arrow batch at a time (they are too
+  large to keep on every document).
+- `similarity`: the four measures of each pair. The pairs are joined with the
+  features of both sides, then a compiled pass per Arrow batch intersects the
+  sorted sets (`intersection_sizes`); Spark's array_intersect on the same sets
+  cost six times as much, most of stage 3's verification.
+- `verified`: the pairs that pass their language's thresholds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+from numba import njit
+
+from .simhash_candidates import per_language
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+    from ..config import Config, SimhashConfig
+
+
+# ---------------------------------------------------------------- features (Spark)
+
+class PairFeatures:
+    """The verification columns of an Arrow batch of documents (id, lang, title, body): id and, from
+    each document's content key, sh (shingle_set of its language's set features), nums (numbers_of)
+    and names (names_of), the same values the per-document functions give.
+
+    Content keys as prepare computes them (ContentKeys.batch, no html, the stored lang as the
+    hint); the shingle sets in one compiled call (simhash_sets.shingle_sets), the sh column built
+    straight from its offsets and values; numbers and names per document (regex).
+    """
+
+    def __init__(self, conf: "Config"):
+        from .content import ContentKeys
+
+        self.content = ContentKeys(conf.content, conf.input.max_text_chars)
+        self.sim_conf = conf.simhash
+
+    def set_features(self, langs: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+        """(kind codes as int8, n-gram lengths as int64) of each language's set features."""
+        from .simhash_kernel import KIND_CODES
+
+        specs = [self.sim_conf.language(lang) for lang in langs]
+        return (np.array([KIND_CODES[s.set_features] for s in specs], np.int8),
+                np.array([s.set_ngram for s in specs], np.int64))
+
+    def batch(self, docs: "pa.RecordBatch") -> "pa.RecordBatch":
+        import pyarrow as pa
+
+        from .simhash_features import names_of, numbers_of
+        from .simhash_sets import shingle_sets
+
+        n = docs.num_rows
+        langs = docs.column("lang").to_pylist()
+        keys = self.content.batch(docs.column("title").to_pylist(), docs.column("body").to_pylist(), [None] * n,
+                                  langs, [[] for _ in range(n)])["key"]
+        offsets, shingles = shingle_sets([k.casefold() for k in keys], *self.set_features(langs))
+        sh = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
+        strings = pa.list_(pa.string())
+        return pa.RecordBatch.from_arrays(
+            [docs.column("id"), sh, pa.array([numbers_of(k) for k in keys], strings),
+             pa.array([names_of(k) for k in keys], strings)], names=["id", "sh", "nums", "names"])
+
+
+def pair_features(ctx_docs: "DataFrame", ids: "DataFrame", conf: "Config") -> "DataFrame":
+    """id, sh (sorted distinct shingle hashes), nums, names for the documents in ids, from their text
+    (PairFeatures, an Arrow batch at a time)."""
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("sh", T.ArrayType(T.IntegerType())),
+                           T.StructField("nums", T.ArrayType(T.StringType())),
+                           T.StructField("names", T.ArrayType(T.StringType()))])
+
+    def run(batches: Iterator["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        features = PairFeatures(conf)
+        for docs in batches:
+            yield features.batch(docs)
+
+    return (ctx_docs.join(ids, "id", "left_semi").select("id", "lang", "title", "body")
+            .mapInArrow(run, schema))
+
+
+# ---------------------------------------------------------------- measures (pure, compiled)
+
+@njit(cache=True)
+def intersection_sizes(l_offsets, l_values, r_offsets, r_values):
+    """|l_i & r_i| of every pair i of sorted, distinct lists laid out as offsets + values."""
+    n = l_offsets.shape[0] - 1
+    out = np.zeros(n, np.int64)
+    for i in range(n):
+        x, x_end = l_offsets[i], l_offsets[i + 1]
+        y, y_end = r_offsets[i], r_offsets[i + 1]
+        k = 0
+        while x < x_end and y < y_end:
+            if l_values[x] < r_values[y]:
+                x += 1
+            elif l_values[x] > r_values[y]:
+                y += 1
+            else:
+                k += 1
+                x += 1
+                y += 1
+        out[i] = k
+    return out
+
+
+@njit(cache=True)
+def sorted_segments(offsets, values):
+    """values with every list (offsets[i]:offsets[i + 1]) sorted on its own."""
+    out = values.copy()
+    for i in range(offsets.shape[0] - 1):
+        out[offsets[i]:offsets[i + 1]].sort()
+    return out
+
+
+def _lists(column: "pa.ListArray") -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of a list column; offsets index values even where the batch is a slice."""
+    return column.offsets.to_numpy(), column.values.to_numpy(zero_copy_only=False)
+
+
+def _codes(left: "pa.ListArray", right: "pa.ListArray") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Two string-list columns as (offsets, sorted int codes) each; one code per distinct string of the batch."""
+    import pyarrow as pa
+
+    l_off, r_off = left.offsets.to_numpy(), right.offsets.to_numpy()
+    codes = pa.concat_arrays([left.values, right.values]).dictionary_encode().indices.to_numpy()
+    n_left = len(left.values)
+    return (l_off, sorted_segments(l_off, codes[:n_left]), r_off, sorted_segments(r_off, codes[n_left:]))
+
+
+def _ratio(inter: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    return inter / np.maximum(whole, 1)
+
+
+def measures(batch: "pa.RecordBatch") -> dict[str, "pa.Array"]:
+    """jaccard, containment, numbers and names of each row of l_sh, r_sh, l_nums, ... (see `similarity`)."""
+    import pyarrow as pa
+
+    sizes = {}
+    for name in ("sh", "nums", "names"):
+        left, right = batch.column(f"l_{name}"), batch.column(f"r_{name}")
+        lists = (*_lists(left), *_lists(right)) if name == "sh" else _codes(left, right)
+        inter = intersection_sizes(*lists)
+        sizes[name] = (inter, np.diff(lists[0]), np.diff(lists[2]))
+    inter, la, lb = sizes["sh"]
+    union, small = la + lb - inter, np.minimum(la, lb)
+    out = {"jaccard": pa.array(np.where(union > 0, _ratio(inter, union), 0.0)),
+           "containment": pa.array(np.where(small > 0, _ratio(inter, small), 0.0))}
+    for name, column in (("nums", "numbers"), ("names", "names")):
+        inter, la, lb = sizes[name]
+        small = np.minimum(la, lb)
+        # No numbers (names) on one side is no evidence either way: null, not 0.
+        out[column] = pa.array(_ratio(inter, small), mask=small == 0)
+    return out
+
+
+# ---------------------------------------------------------------- measures (Spark)
+
+def similarity(pairs: "DataFrame", feats: "DataFrame", left: str, right: str) -> "DataFrame":
+    """pairs with jaccard, containment (0 when a set is empty), numbers and names overlap (null when
+    either side has none) of the documents left and right.
+
+    jaccard = |x & y| / |x | y|; containment and the overlaps = |x & y| / min(|x|, |y|)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    fl = feats.select(*[F.col(c).alias(f"l_{c}") for c in feats.columns])
+    fr = feats.select(*[F.col(c).alias(f"r_{c}") for c in feats.columns])
+    # Shuffle joins: the shingle arrays must never be broadcast (a 2g driver ran out building that).
+    j = (pairs.join(fl.hint("merge"), F.col(left) == F.col("l_id"))
+         .join(fr.hint("merge"), F.col(right) == F.col("r_id")))
+    keep = pairs.columns
+    schema = T.StructType([*pairs.schema.fields,
+                           *[T.StructField(c, T.DoubleType()) for c in ("jaccard", "containment", "numbers", "names")]])
+
+    def run(batches: Iterator["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        import pyarrow as pa
+
+        for batch in batches:
+            scored = measures(batch)
+            yield pa.RecordBatch.from_arrays([batch.column(c) for c in keep] + list(scored.values()),
+                                             names=keep + list(scored))
+
+    return j.mapInArrow(run, schema)
+
+
+def verified(scored: "DataFrame", sim_conf: "SimhashConfig") -> "DataFrame":
+    """The scored pairs that are duplicates under their language's thresholds."""
+    from pyspark.sql import functions as F
+
+    lang = F.col("lang")
+
+    def at(name):
+        return per_language(sim_conf, lang, lambda s: F.lit(getattr(s, name)))
+
+    similar = (F.col("jaccard") >= at("jaccard")) | (F.col("containment") >= at("containment"))
+    consistent = (F.coalesce(F.col("numbers") >= at("numbers_overlap"), F.lit(True))
+                  & F.coalesce(F.col("names") >= at("names_overlap"), F.lit(True)))
+    return scored.where(similar & consistent)
