@@ -14,7 +14,9 @@ def reference(x, y, empty):
 
 
 def features(rng, i):
-    sh = sorted(rng.sample(range(-40, 40), rng.choice([0, 1, 5, 20, 60])))
+    # As shingle_set stores them: sorted as unsigned 32-bit values, written as int32.
+    sh = [v - 2 ** 32 if v >= 2 ** 31 else v for v in sorted(rng.sample(
+        [*range(40), *range(2 ** 31 - 20, 2 ** 31 + 20), *range(2 ** 32 - 20, 2 ** 32)], rng.choice([0, 1, 5, 20, 60])))]
     nums = sorted({str(rng.randrange(12)) for _ in range(rng.choice([0, 1, 3, 6]))})
     names = sorted({rng.choice(["Dhaka", "Khulna", "Messi", "Ronaldo", "Tigers", "Rhinos", "ঢাকা"])
                     for _ in range(rng.choice([0, 2, 4]))})

@@ -127,9 +127,12 @@ def sorted_segments(offsets, values):
     return out
 
 
-def _lists(column: "pa.ListArray") -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, values) of a list column; offsets index values even where the batch is a slice."""
-    return column.offsets.to_numpy(), column.values.to_numpy(zero_copy_only=False)
+def _shingle_lists(column: "pa.ListArray") -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of an sh column; offsets index values even where the batch is a slice.
+
+    A shingle set is sorted as unsigned 32-bit values and stored as int32 (shingle_set), so its
+    values are read back as uint32: in that order they are sorted."""
+    return column.offsets.to_numpy(), column.values.to_numpy(zero_copy_only=False).view(np.uint32)
 
 
 def _codes(left: "pa.ListArray", right: "pa.ListArray") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -153,7 +156,7 @@ def measures(batch: "pa.RecordBatch") -> dict[str, "pa.Array"]:
     sizes = {}
     for name in ("sh", "nums", "names"):
         left, right = batch.column(f"l_{name}"), batch.column(f"r_{name}")
-        lists = (*_lists(left), *_lists(right)) if name == "sh" else _codes(left, right)
+        lists = (*_shingle_lists(left), *_shingle_lists(right)) if name == "sh" else _codes(left, right)
         inter = intersection_sizes(*lists)
         sizes[name] = (inter, np.diff(lists[0]), np.diff(lists[2]))
     inter, la, lb = sizes["sh"]
