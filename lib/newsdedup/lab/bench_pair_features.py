@@ -18,6 +18,8 @@ import re
 import time
 from typing import Any, Callable
 
+from .bench_set_kernel import timed   # best of n, with the word caches emptied before each run
+
 BATCH_ROWS = 10_000     # spark.sql.execution.arrow.maxRecordsPerBatch's default
 _BANGLA_DIGITS = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
 _FIRST_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -93,24 +95,6 @@ def parts(conf, docs) -> dict[str, float]:
     return seconds
 
 
-def cold() -> None:
-    from ..stages import simhash as sh
-    from ..stages import simhash_kernel as kern
-
-    kern.word_cache.cache_clear()
-    sh._word_value.cache_clear()
-
-
-def best_of(fn, *args, repeats: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        cold()
-        t0 = time.perf_counter()
-        out = fn(*args)
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
 def main(argv: list[str] | None = None) -> None:
     from ..config import load_config
 
@@ -124,8 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     rows, split = [], []
     for n in args.sizes:
         docs = documents(n, args.seed, conf)
-        t_before, out_before = best_of(before, conf, docs, repeats=args.repeats)
-        t_after, out_after = best_of(after, conf, docs, repeats=args.repeats)
+        t_before, out_before = timed(before, conf, docs, repeats=args.repeats)
+        t_after, out_after = timed(after, conf, docs, repeats=args.repeats)
         if out_before != as_rows(out_after):
             raise SystemExit(f"{n} documents: the batch features differ from the per-row ones")
         rows.append((n, t_before, t_after))
