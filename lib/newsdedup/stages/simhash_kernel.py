@@ -362,13 +362,17 @@ def feature_hashes(cps, start, end, kind, g, is_word, is_text, values, hashes, b
         for i in range(nv):
             hashes[i] = _mix(values[i])
         return nv, buf
+    # Window i's chain, acc = mix(acc * K + values[i + k]) for k = 1 .. g-1, advanced one member
+    # for all windows at a time: the same arithmetic, in loops without a dependency from one
+    # iteration to the next, which the compiler vectorises.
     m = nv - g + 1
     k_mul = np.uint64(0x9E3779B97F4A7C15)
+    hashes[:m] = values[:m]
+    for k in range(1, g):
+        for i in range(m):
+            hashes[i] = _mix(hashes[i] * k_mul + values[i + k])
     for i in range(m):
-        acc = values[i]
-        for k in range(1, g):
-            acc = _mix(acc * k_mul + values[i + k])
-        hashes[i] = _mix(acc)
+        hashes[i] = _mix(hashes[i])
     return m, buf
 
 
