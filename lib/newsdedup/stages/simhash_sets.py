@@ -121,7 +121,6 @@ def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salt
     scratch = np.empty(size, dtype=np.uint64)
     sorted_set = np.empty(size, dtype=np.uint32)
     sort_tmp = np.empty(size, dtype=np.uint32)
-    buf = np.empty(256, dtype=np.uint8)
     counts = np.zeros(64, dtype=np.int64)
     table = distinct_table(size)
     used = 0
@@ -130,15 +129,15 @@ def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salt
         if kinds[d] < 0:
             continue
         start, end = offsets[d], offsets[d + 1]
-        m, buf = feature_hashes(cps, start, end, kinds[d], ngrams[d], is_word, is_text, values, hashes, buf,
-                                cache, arena, state)
+        m = feature_hashes(cps, start, end, kinds[d], ngrams[d], is_word, is_text, values, hashes,
+                           cache, arena, state)
         fps[d], distinct[d] = seed_columns(hashes, m, counts, table)
         if distinct[d] == 0 or distinct[d] < minimum[d]:
             continue
         valid[d] = True
         if set_kinds[d] != kinds[d] or set_ngrams[d] != ngrams[d]:
-            m, buf = feature_hashes(cps, start, end, set_kinds[d], set_ngrams[d], is_word, is_text, values,
-                                    hashes, buf, cache, arena, state)
+            m = feature_hashes(cps, start, end, set_kinds[d], set_ngrams[d], is_word, is_text, values,
+                               hashes, cache, arena, state)
         k = distinct_high32(hashes, m, sorted_set, sort_tmp)
         if k == 0:
             continue
