@@ -1,7 +1,7 @@
 import unicodedata
 
-from newsdedup.stages.content import (clean_invalid, content_key, detect_language, html_to_text, normalize_text,
-                            sha256_hex, strip_boilerplate)
+from newsdedup.stages.content import (body_text, clean_invalid, content_key, detect_language, html_to_text,
+                                      normalize_text, script_counts, sha256_hex, strip_boilerplate)
 
 BOILER = [r"(read more|also read)\s*:?.*", r"(আরও পড়ুন)\s*:?.*"]
 
@@ -114,6 +114,24 @@ def test_body_text_equals_line_by_line_normalisation():
     body = "  Para\u00a0one.\r\nRead more: x\n\n\u201cQuoted\u201d \u2014 end\u2028ক\u09c7\u200c\u09be\x85tail"
     lines = [normalize_text(line) for line in strip_boilerplate(body, BOILER).splitlines()]
     assert content_key("T", body, BOILER) == "T\n" + " ".join(x for x in lines if x)
+
+
+def test_body_text_skips_the_whitespace_collapse_only_where_nothing_would_collapse():
+    # body_text splits lines into words only when a compiled pass finds something to collapse:
+    # doubled, leading or trailing spaces, or whitespace other than ' ' (tab, ogham space mark).
+    bodies = ["one two\nthree", "one  two", " one", "one \nthree", "one\n two", "one\ttwo", "one\u1680two",
+              "ক খ\n\nগ", "tail "]
+    for body in bodies:
+        assert body_text(body, []) == " ".join(x for x in (" ".join(line.split()) for line in body.split("\n")) if x)
+
+
+def test_script_counts_read_every_utf8_length():
+    # Counted on UTF-8 bytes: 1-byte letters, 2-byte Latin (U+00C0-U+024F, not U+00BF or U+0250),
+    # 3-byte Bengali block (U+0980-U+09FF, not U+0A00), 4-byte characters in neither.
+    texts = ["Ab\u00c0\u024f\u00bf\u0250", "\u0980\u09ff\u0a00\u097f", "\U0001f600x\u0995", ""]
+    bengali, latin = script_counts(texts)
+    assert bengali.tolist() == [0, 2, 1, 0]
+    assert latin.tolist() == [4, 0, 1, 0]
 
 
 def test_bangla_words_keep_their_vowel_signs():

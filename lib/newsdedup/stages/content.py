@@ -59,7 +59,10 @@ def _mapped(text: str) -> str:
 
 def _canonical(text: str) -> str:
     """Mapped, NFKC, mapped again; whitespace not yet collapsed (line breaks survive)."""
-    return _mapped(nfkc(_mapped(text)))
+    mapped = _mapped(text)
+    normal = nfkc(mapped)
+    # A mapped text holds no mapped character; only what NFKC changed can bring one back.
+    return mapped if normal is mapped else _mapped(normal)
 
 
 def normalize_text(text: str | None) -> str:
@@ -106,8 +109,42 @@ def body_text(body: str | None, patterns: Sequence[str], max_chars: int = 200) -
     if not body:
         return ""
     rx = _boilerplate_regex(tuple(patterns))
-    lines = (" ".join(line.split()) for line in _canonical("\n".join(body.splitlines())).split("\n"))
+    canonical = _canonical("\n".join(body.splitlines()))
+    lines = canonical.split("\n")
+    if not _collapsed(np.frombuffer(canonical.encode("utf-32-le", "surrogatepass"), dtype=np.uint32),
+                      _whitespace()):
+        lines = [" ".join(line.split()) for line in lines]
     return " ".join(line for line in lines if line and not is_boilerplate(line, rx, max_chars))
+
+
+@lru_cache(maxsize=1)
+def _whitespace() -> np.ndarray:
+    """str.isspace (what str.split() splits on) for every code point up to the last whitespace one."""
+    space = [cp for cp in range(0x110000) if chr(cp).isspace()]
+    table = np.zeros(space[-1] + 1, dtype=np.bool_)
+    table[space] = True
+    return table
+
+
+@njit(cache=True)
+def _collapsed(cps, whitespace):
+    """Whether every line of a text ('\n'-separated code points) equals " ".join(line.split()):
+    its only whitespace is single spaces between other characters.
+
+    One compiled pass over the code points, where splitting and joining would make a
+    string of every word; most bodies are already collapsed."""
+    prev = 10                                # a line starts as if after '\n'
+    for c in cps:
+        if c == 32:
+            if prev == 32 or prev == 10:
+                return False
+        elif c == 10:
+            if prev == 32:
+                return False
+        elif c < whitespace.shape[0] and whitespace[c]:
+            return False
+        prev = c
+    return prev != 32
 
 
 def html_to_text(html: str | None) -> str:
@@ -167,13 +204,23 @@ def language(bengali: int, latin: int, hint: str | None = None) -> str:
 
 
 @njit(cache=True)
-def _script_counts(cps, offsets):
+def _script_counts(utf8, offsets):
+    """Per text utf8[offsets[d]:offsets[d + 1]] (valid UTF-8): Bengali-block and Latin code points."""
     n = offsets.shape[0] - 1
     bengali = np.zeros(n, dtype=np.int64)
     latin = np.zeros(n, dtype=np.int64)
     for d in range(n):
-        for i in range(offsets[d], offsets[d + 1]):
-            c = cps[i]
+        i = offsets[d]
+        while i < offsets[d + 1]:
+            b = np.int64(utf8[i])
+            if b < 0x80:                                  # one byte: ASCII
+                c, i = b, i + 1
+            elif b < 0xE0:                                # two bytes: U+0080-U+07FF
+                c, i = ((b & 0x1F) << 6) | (utf8[i + 1] & 0x3F), i + 2
+            elif b < 0xF0:                                # three bytes: U+0800-U+FFFF
+                c, i = ((b & 0x0F) << 12) | ((utf8[i + 1] & 0x3F) << 6) | (utf8[i + 2] & 0x3F), i + 3
+            else:                                         # four bytes: beyond either script
+                c, i = 0, i + 4
             if 0x0980 <= c <= 0x09FF:
                 bengali[d] += 1
             elif 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A or 0xC0 <= c <= 0x24F:
@@ -183,9 +230,14 @@ def _script_counts(cps, offsets):
 
 def script_counts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(Bengali-block characters, Latin letters: A-Z, a-z, U+00C0-U+024F) per text, a batch at once."""
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
-    return _script_counts(np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32), offsets)
+    return utf8_script_counts([t.encode("utf-8") for t in texts])
+
+
+def utf8_script_counts(encoded: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """script_counts of texts already encoded as UTF-8 (ContentKeys.batch hashes the same bytes)."""
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    return _script_counts(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
 
 
 def detect_language(text: str, hint: str | None = None) -> str:
@@ -226,14 +278,15 @@ class ContentKeys:
             from_html.append(extracted)
             keys.append(key)
         has_body = [bool(key.partition("\n")[2]) for key in keys]
-        bengali, latin = script_counts(keys)
+        encoded = [key.encode("utf-8") for key in keys]
+        bengali, latin = utf8_script_counts(encoded)
         out: dict[str, list] = {"body_from_html": from_html, "key": keys, "has_body": has_body,
                                 "content_hash": [], "text_chars": [], "lang": [], "lang_detected": []}
         for i, (key, body, fl) in enumerate(zip(keys, has_body, flags)):
             if not body:
                 fl.append("empty_body")
             # A headline alone is too weak a key: two different stories can share "Live updates".
-            out["content_hash"].append(sha256_hex(key) if body else None)
+            out["content_hash"].append(hashlib.sha256(encoded[i]).hexdigest() if body else None)
             out["text_chars"].append(len(key))
             out["lang"].append(language(int(bengali[i]), int(latin[i]), hints[i]))
             out["lang_detected"].append(not bool(hints[i] and hints[i].strip()))

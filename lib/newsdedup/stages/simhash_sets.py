@@ -27,13 +27,39 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)     # simhash_features._GOLDEN
 
 
 @njit(cache=True)
-def distinct_high32(hashes, m, out):
-    """out[:k] = the sorted distinct high 32 bits of hashes[:m] (as uint32); returns k."""
+def radix_sort32(a, m, tmp):
+    """a[:m] sorted ascending: an LSD radix sort, one byte per pass through tmp (at least m long).
+
+    Four linear passes instead of a comparison sort's m log m steps; after an even
+    number of passes the values are back in a."""
+    counts = np.empty(256, dtype=np.int64)
+    src, dst = a, tmp
+    for shift in range(0, 32, 8):
+        counts[:] = 0
+        for i in range(m):
+            counts[(src[i] >> shift) & 0xFF] += 1
+        total = 0
+        for b in range(256):
+            c = counts[b]
+            counts[b] = total
+            total += c
+        for i in range(m):
+            v = src[i]
+            b = (v >> shift) & 0xFF
+            dst[counts[b]] = v
+            counts[b] += 1
+        src, dst = dst, src
+
+
+@njit(cache=True)
+def distinct_high32(hashes, m, out, tmp):
+    """out[:k] = the sorted distinct high 32 bits of hashes[:m] (as uint32); returns k.
+    tmp: uint32 scratch of at least m."""
     if m == 0:
         return 0
     for i in range(m):
         out[i] = np.uint32(hashes[i] >> np.uint64(32))
-    out[:m].sort()
+    radix_sort32(out, m, tmp)
     k = 1
     for i in range(1, m):
         if out[i] != out[k - 1]:
@@ -95,7 +121,7 @@ def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salt
     hashes = np.empty(size, dtype=np.uint64)
     scratch = np.empty(size, dtype=np.uint64)
     sorted_set = np.empty(size, dtype=np.uint32)
-    buf = np.empty(256, dtype=np.uint8)
+    sort_tmp = np.empty(size, dtype=np.uint32)
     counts = np.zeros(64, dtype=np.int64)
     table = distinct_table(size)
     used = 0
@@ -104,16 +130,16 @@ def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salt
         if kinds[d] < 0:
             continue
         start, end = offsets[d], offsets[d + 1]
-        m, buf = feature_hashes(cps, start, end, kinds[d], ngrams[d], is_word, is_text, values, hashes, buf,
-                                cache, arena, state)
+        m = feature_hashes(cps, start, end, kinds[d], ngrams[d], is_word, is_text, values, hashes,
+                           cache, arena, state)
         fps[d], distinct[d] = seed_columns(hashes, m, counts, table)
         if distinct[d] == 0 or distinct[d] < minimum[d]:
             continue
         valid[d] = True
         if set_kinds[d] != kinds[d] or set_ngrams[d] != ngrams[d]:
-            m, buf = feature_hashes(cps, start, end, set_kinds[d], set_ngrams[d], is_word, is_text, values,
-                                    hashes, buf, cache, arena, state)
-        k = distinct_high32(hashes, m, sorted_set)
+            m = feature_hashes(cps, start, end, set_kinds[d], set_ngrams[d], is_word, is_text, values,
+                               hashes, cache, arena, state)
+        k = distinct_high32(hashes, m, sorted_set, sort_tmp)
         if k == 0:
             continue
         w_valid[d] = True
