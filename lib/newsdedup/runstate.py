@@ -136,10 +136,17 @@ class Persisted:
         return StepOutcome(frames, resumed=False)
 
     def _write_all(self, step: str, frames: Frames) -> Frames:
-        """Write every frame (overwrite: a half-written earlier attempt is replaced) and read it back."""
+        """Write every frame (overwrite: a half-written earlier attempt is replaced) and read it back.
+
+        Frames the step cached are released once all are written (one may be computed from
+        another): the run reads them back from Delta, and a cached prepared frame (every document
+        with its text) left the write of the documents table without the heap it needed
+        (OutOfMemoryError at 200k documents in a 2g local driver)."""
         for name, df in frames.items():
             df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
                 paths.join(self.root, step, name))
+        for df in frames.values():
+            df.unpersist()
         return {name: self._read(step, name) for name in frames}
 
     def _read(self, step: str, frame: str) -> "DataFrame":
