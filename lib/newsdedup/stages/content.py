@@ -180,8 +180,9 @@ def content_key(title: str | None, body: str | None, boilerplate: Sequence[str],
     return head + "\n" + text
 
 
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def sha256_hex(text: str | bytes) -> str:
+    """The content hash: sha256 of the key's UTF-8 bytes (given as text, or already encoded)."""
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
 
 
 def language(bengali: int, latin: int, hint: str | None = None) -> str:
@@ -286,7 +287,7 @@ class ContentKeys:
             if not body:
                 fl.append("empty_body")
             # A headline alone is too weak a key: two different stories can share "Live updates".
-            out["content_hash"].append(hashlib.sha256(encoded[i]).hexdigest() if body else None)
+            out["content_hash"].append(sha256_hex(encoded[i]) if body else None)
             out["text_chars"].append(len(key))
             out["lang"].append(language(int(bengali[i]), int(latin[i]), hints[i]))
             out["lang_detected"].append(not bool(hints[i] and hints[i].strip()))
