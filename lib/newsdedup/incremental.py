@@ -69,9 +69,11 @@ def ensure_supersede_columns(spark: SparkSession, path: str) -> None:
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
 
 
+TABLE_SCHEMA = T.StructType(list(store.LINKS_SCHEMA.fields) + list(SUPERSEDE_FIELDS))
+
+
 def _empty_table(spark: SparkSession, path: str) -> None:
-    schema = T.StructType(list(store.LINKS_SCHEMA.fields) + list(SUPERSEDE_FIELDS))
-    spark.createDataFrame([], schema).write.format("delta").save(path)
+    spark.createDataFrame([], TABLE_SCHEMA).write.format("delta").save(path)
 
 
 def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str, now: datetime) -> dict[str, int]:
@@ -90,9 +92,8 @@ def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str
         # A first run: every link is new, so one append replaces the MERGE and its four counting passes.
         _empty_table(spark, path)
         fresh = {"score": F.col("score"), "linked_at": ts, "run_id": F.lit(run_id), "via_id": F.col("via_id")}
-        schema = spark.read.format("delta").load(path).schema
         computed.select(*[fresh.get(f.name, F.col(f.name) if f.name in key else F.lit(None)).cast(f.dataType)
-                          .alias(f.name) for f in schema.fields]).write.format("delta").mode("append").save(path)
+                          .alias(f.name) for f in TABLE_SCHEMA.fields]).write.format("delta").mode("append").save(path)
         return {"new": computed.count(), "superseded": 0, "revived": 0, "rescored": 0}
     ensure_supersede_columns(spark, path)
     table = DeltaTable.forPath(spark, path)
