@@ -129,6 +129,16 @@ def _popcount(x):
 
 
 @njit(cache=True)
+def _with_room(a, used, need):
+    """a, or a copy of its first `used` values in an array at least twice as long, holding `need`."""
+    if need <= a.shape[0]:
+        return a
+    grown = np.empty(max(2 * a.shape[0], need), a.dtype)
+    grown[:used] = a[:used]
+    return grown
+
+
+@njit(cache=True)
 def bucket_pairs(bucket, path, slot, code, fp, ids, max_hamming, masks, n_masks, max_bucket, tables_run):
     """Candidate pairs of rows sorted by (bucket, path, slot, fp, id); a bucket is a run of equal
     (bucket, path, slot).
@@ -160,13 +170,8 @@ def bucket_pairs(bucket, path, slot, code, fp, ids, max_hamming, masks, n_masks,
             end += 1
         size = end - start
         if size > max_bucket:
-            if n_split + size > split_id.shape[0]:
-                grow = max(2 * split_id.shape[0], n_split + size)
-                si = np.empty(grow, np.int64)
-                sp = np.empty(grow, np.int32)
-                si[:n_split] = split_id[:n_split]
-                sp[:n_split] = split_path[:n_split]
-                split_id, split_path = si, sp
+            split_id = _with_room(split_id, n_split, n_split + size)
+            split_path = _with_room(split_path, n_split, n_split + size)
             for r in range(start, end):
                 split_id[n_split] = ids[r]
                 split_path[n_split] = path[r]
@@ -191,12 +196,11 @@ def bucket_pairs(bucket, path, slot, code, fp, ids, max_hamming, masks, n_masks,
                             continue
                     elif within and tables_run:
                         continue
-                    if k == a_out.shape[0]:
-                        a_out = np.concatenate((a_out, np.empty(k, np.int64)))
-                        b_out = np.concatenate((b_out, np.empty(k, np.int64)))
-                        c_out = np.concatenate((c_out, np.empty(k, np.int32)))
-                        p_out = np.concatenate((p_out, np.empty(k, np.int32)))
-                        d_out = np.concatenate((d_out, np.empty(k, np.int32)))
+                    a_out = _with_room(a_out, k, k + 1)
+                    b_out = _with_room(b_out, k, k + 1)
+                    c_out = _with_room(c_out, k, k + 1)
+                    p_out = _with_room(p_out, k, k + 1)
+                    d_out = _with_room(d_out, k, k + 1)
                     a_out[k] = min(ids[i], ids[j])
                     b_out[k] = max(ids[i], ids[j])
                     c_out[k] = lang
