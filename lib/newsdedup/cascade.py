@@ -85,15 +85,16 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
 
     def prepare_step():
         valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone, plausible_range(conf.input)))
-        prepared = prepare.fingerprint(valid, conf).cache()
-        _count_prepared(prepared, invalid, report)
-        return {"prepared": prepared,
-                "quarantine": _quarantine(invalid, prepared.where(F.col("prepare_error").isNotNull()))}
+        # Not cached: the keys are computed once, by the step's write, and counted from what was
+        # written (caching every document's text before the write cost more than the write itself).
+        return {"prepared": prepare.fingerprint(valid, conf), "invalid": invalid}
 
     frames = steps.step("prepare", report, prepare_step, lambda r: (
         f"{r.counts['input_rows']} input rows, {r.counts['documents']} documents, "
-        f"{r.counts['quarantined']} quarantined")).frames
+        f"{r.counts['quarantined']} quarantined"),
+        measure=lambda written: _count_prepared(written["prepared"], written["invalid"], report)).frames
     docs = frames["prepared"].where(F.col("prepare_error").isNull()).drop("prepare_error")
+    quarantine = _quarantine(frames["invalid"], frames["prepared"].where(F.col("prepare_error").isNotNull()))
 
     # With an output that already holds documents, the stages see those too (incremental.py).
     everything = incremental.with_existing(spark, docs, output, report)
@@ -132,7 +133,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
     report.counts["links.total"] = sum(report.counts[f"links.{s.name}"] for s in cascade)
     report.counts["unique_documents"] = (report.counts["documents"] + report.counts.get("existing_documents", 0)
                                          - report.counts["links.total"])
-    return CascadeResult(documents=_with_flags(docs, all_flags), links=links, quarantine=frames["quarantine"])
+    return CascadeResult(documents=_with_flags(docs, all_flags), links=links, quarantine=quarantine)
 
 
 def _with_flags(docs: DataFrame, flag_sets: list[DataFrame]) -> DataFrame:

@@ -1,12 +1,14 @@
 """What a run has finished, kept under the output so that a crashed run can resume.
 
 One mechanism for every step of a run (prepare, each stage, the Delta write):
-`Steps.step(name, compute)` runs `compute()` unless the step is already done,
-persists the DataFrames it returns as Delta tables under
-`<output>/_runs/<run_id>/<step>/<frame>`, then appends a row to
-`<output>/_runs/<run_id>/_steps` (the completion marker) with what the step
-added to the run report. A resumed run reads the frames back and replays the
-report entries instead of recomputing.
+`Steps.step(name, compute, measure=...)` runs `compute()` unless the step is
+already done, persists the DataFrames it returns as Delta tables under
+`<output>/_runs/<run_id>/<step>/<frame>`, runs `measure` (report counters) on
+the frames as written, then appends a row to `<output>/_runs/<run_id>/_steps`
+(the completion marker) with what the step added to the run report. A resumed
+run reads the frames back and replays the report entries instead of recomputing.
+Counting what was written, rather than what was computed, means a step's frames
+need no cache: they are computed once, by their write.
 
 A step's frames are written with mode overwrite, and its marker only after
 every frame is committed, so a step killed half-way is simply run again.
@@ -36,6 +38,7 @@ RUNS_DIR = "_runs"
 MARKERS = "_steps"
 MARKER_SCHEMA = "step string, counts string, notes string, seconds string, finished_at timestamp"
 Frames = dict[str, "DataFrame"]
+Measure = Callable[[Frames], None]
 
 
 class UnknownRunError(UserError):
@@ -55,16 +58,23 @@ class InMemory:
         pass
 
     def step(self, name: str, report: "Report", compute: Callable[[], Frames],
-             summary: Callable[["Report"], str] = lambda r: "") -> StepOutcome:
-        frames = _timed_step(name, report, compute, summary)
-        return StepOutcome({k: v.cache() for k, v in frames.items()}, resumed=False)
+             summary: Callable[["Report"], str] = lambda r: "", measure: Measure | None = None) -> StepOutcome:
+        frames = _timed_step(name, report, lambda: {k: v.cache() for k, v in compute().items()}, summary, measure)
+        return StepOutcome(frames, resumed=False)
 
 
 def _timed_step(name: str, report: "Report", compute: Callable[[], Frames],
-                summary: Callable[["Report"], str]) -> Frames:
+                summary: Callable[["Report"], str], measure: Measure | None) -> Frames:
     progress.started(name)
     t0 = time.perf_counter()
-    frames = report.timed(name, compute)
+
+    def run() -> Frames:
+        frames = compute()
+        if measure is not None:
+            measure(frames)
+        return frames
+
+    frames = report.timed(name, run)
     progress.finished(name, time.perf_counter() - t0, summary(report))
     return frames
 
@@ -117,7 +127,7 @@ class Persisted:
     # -------------------------------------------------------------- steps
 
     def step(self, name: str, report: "Report", compute: Callable[[], Frames],
-             summary: Callable[["Report"], str] = lambda r: "") -> StepOutcome:
+             summary: Callable[["Report"], str] = lambda r: "", measure: Measure | None = None) -> StepOutcome:
         if name in self._done:
             entry = self._done[name]
             report.counts.update(entry["counts"])
@@ -128,7 +138,7 @@ class Persisted:
             return StepOutcome({f: self._read(name, f) for f in entry["frames"]}, resumed=True)
 
         before = (dict(report.counts), len(report.notes), dict(report.seconds))
-        frames = _timed_step(name, report, lambda: self._write_all(name, compute()), summary)
+        frames = _timed_step(name, report, lambda: self._write_all(name, compute()), summary, measure)
         counts = {k: v for k, v in report.counts.items() if before[0].get(k) != v}
         seconds = {k: round(v - before[2].get(k, 0.0), 3) for k, v in report.seconds.items()
                    if before[2].get(k) != v}
