@@ -45,10 +45,10 @@ def test_markdown_reports_ratios_and_the_command():
 def test_markdown_reports_the_end_to_end_ratio_and_the_text_cost():
     mem = {"driver_mb": 100.0, "jvm_mb": 900.0, "workers_mb": 200.0, "total_mb": 1200.0, "jvm_heap_mb": 500.0}
     r = bench.SizeResult(n=1000, seconds={"prepare": 4.0}, counts={}, memory=mem, e2e_seconds=30.0,
-                         plain_seconds=20.0, plain_memory=dict(mem, workers_mb=100.0),
+                         plain_seconds=20.0, plain_memory=dict(mem, workers_mb=100.0), floor_seconds=50.0,
                          text_cost=baselines.TextCost(3 * 1024 * 1024, 1024 * 1024, 4.0, 1.5))
     text = bench.markdown(bench.Bench([r], 0, float("nan"), None, command="x", machine="test"))
-    assert "| 1,000 | 20.0 | 30.0 | 1.50 | 33 | 1,000 | 1,100 |" in text     # ratio, executor MB
+    assert "| 1,000 | 20.0 | 30.0 | 1.50 | 50.0 | 2.50 | 33 | 1,000 | 1,100 |" in text   # ratios, executor MB
     assert "| 1,000 | 3.0 | 1.0 | 4.0 | 1.5 | 2.5 |" in text                # text bytes and seconds
 
 
@@ -67,3 +67,23 @@ def test_plain_job_writes_hashes_and_the_earliest_canonical(spark, tmp_path):
            for r in spark.read.format("delta").load(str(tmp_path / "plain")).collect()}
     assert n == 4 and secs > 0
     assert got == {1: (2, 2), 2: (2, 2), 3: (3, 2), 4: (4, 4)}
+
+
+def test_fingerprint_floor_runs_stage_3s_kernel_on_the_raw_text(spark, tmp_path, conf):
+    """(e) computes exactly the fingerprints prepare's pass gives the same (raw) text."""
+    from newsdedup.stages.simhash import SimhashKeys
+
+    en = "The minister said on Tuesday that the new bridge over the river would open next spring after delays"
+    bn = "ঢাকায় আজ সকালে ভারী বৃষ্টিপাতের কারণে শহরের বিভিন্ন এলাকায় জলাবদ্ধতা দেখা দিয়েছে বলে জানা গেছে"
+    rows = [(1, "Bridge", en, "en"), (2, "বৃষ্টি", bn, "bn"), (3, "Short", "too short", "en"), (4, None, None, None)]
+    src = str(tmp_path / "in.parquet")
+    spark.createDataFrame(rows, "id long, title string, body string, lang string").write.parquet(src)
+    _, secs = baselines.fingerprint_floor_job(spark, src, conf, str(tmp_path / "floor"))
+    got = {r.id: (r.simhash, r.n_features) for r in spark.read.format("delta").load(str(tmp_path / "floor")).collect()}
+    keys = SimhashKeys(conf.simhash)
+    want = {}
+    for i, title, body, lang in rows:
+        c = keys.columns(f"{title or ''}\n{body or ''}", lang or "other", True)
+        want[i] = (c["simhash"], c["n_features"])
+    assert secs > 0 and got == want
+    assert got[1][0] is not None and got[2][0] is not None and got[3][0] is None

@@ -3,7 +3,8 @@
 (a) all-pairs SimHash: a Spark cross join with exact Hamming (O(n^2));
 (b) Spark MLlib MinHashLSH.approxSimilarityJoin over word 3-gram shingles;
 (c) embed everything and cluster: per-document embedding and pairwise cosine cost;
-(d) a plain Spark job: read, sha256 of URL and title+body, group both, write to Delta.
+(d) a plain Spark job: read, sha256 of URL and title+body, group both, write to Delta;
+(e) the fingerprint floor: read, and nothing but stage 3's compiled fingerprint pass.
 """
 
 from __future__ import annotations
@@ -144,6 +145,52 @@ def plain_sha256_job(spark, input_path: str, output: str) -> tuple[int, float]:
                .select("id", "url_sha256", "text_sha256", "url_canonical", "text_canonical"))
         out.write.format("delta").mode("overwrite").save(output)
         return spark.read.format("delta").load(output).count()
+
+    return timed(run)
+
+
+def fingerprint_floor_job(spark, input_path: str, conf: "Config", output: str | None = None) -> tuple[None, float]:
+    """(e) What stage 3's fingerprints alone cost over the snapshot: read it and run the compiled
+    pass that prepare runs for them (`SimhashKeys.batch`: seed SimHash, shingle set, its SimHash,
+    MinHash bands) on the raw title + body, with each row's `lang` as the language.
+
+    No URL or content key, no normalisation, no stage, no write (noop sink; a Delta table at
+    `output` instead, for tests): any job that stores these fingerprints pays at least this,
+    however the rest of it is built. Returns (None, seconds).
+    """
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from ..io.input import read_input
+    from ..stages.content import language
+
+    sim_conf = conf.simhash
+
+    def fingerprints(batches):
+        from ..stages.simhash import SimhashKeys
+
+        keys = SimhashKeys(sim_conf)
+        for b in batches:
+            titles, bodies = b.column("title").to_pylist(), b.column("body").to_pylist()
+            texts = [f"{t or ''}\n{x or ''}" for t, x in zip(titles, bodies)]
+            langs = [language(0, 0, hint) for hint in b.column("lang").to_pylist()]
+            out = keys.batch(texts, langs, [True] * len(texts))
+            yield pa.RecordBatch.from_arrays(
+                [b.column("id"), pa.array(out["simhash"], mask=~np.asarray(out["simhash_valid"])),
+                 pa.array(out["n_features"])], names=["id", "simhash", "n_features"])
+
+    def run() -> None:
+        raw = read_input(spark, input_path)
+        lang = F.col("lang").cast("string") if "lang" in raw.columns else F.lit(None).cast("string")
+        cols = raw.select(F.col("id").cast("long").alias("id"), F.col("title").cast("string").alias("title"),
+                          F.col("body").cast("string").alias("body"), lang.alias("lang"))
+        keyed = cols.mapInArrow(fingerprints, "id long, simhash long, n_features int")
+        writer = keyed.write.mode("overwrite")
+        if output is None:
+            writer.format("noop").save()
+        else:
+            writer.format("delta").save(output)
 
     return timed(run)
 

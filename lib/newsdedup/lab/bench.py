@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..stages import STAGE_NAMES as _CASCADE
 from .baselines import (EmbedCost, TextCost, allpairs_simhash, documents_text_cost, embed_cost,
-                        extrapolate_quadratic, minhash_join, pairs, plain_sha256_job)
+                        extrapolate_quadratic, fingerprint_floor_job, minhash_join, pairs, plain_sha256_job)
 from .memory import MemorySampler, jvm_heap_peak_mb, reset_jvm_heap_peak
 
 if TYPE_CHECKING:
@@ -102,11 +102,16 @@ class SizeResult:
     e2e_seconds: float = float("nan")        # job.run, stages 1-3: read, keys, stages, Delta write
     plain_seconds: float = float("nan")      # baseline (d), same snapshot, same session
     plain_memory: dict[str, float] = field(default_factory=dict)
+    floor_seconds: float = float("nan")      # baseline (e), same snapshot, same session
     text_cost: TextCost | None = None
 
     @property
     def ratio(self) -> float:
         return self.e2e_seconds / self.plain_seconds if self.plain_seconds > 0 else float("nan")
+
+    @property
+    def floor_ratio(self) -> float:
+        return self.floor_seconds / self.plain_seconds if self.plain_seconds > 0 else float("nan")
 
     @property
     def cascade_seconds(self) -> float:
@@ -157,9 +162,10 @@ def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
     work = root / f"runs_{n}"
     shutil.rmtree(work, ignore_errors=True)
     _, plain_s, plain_mem = _measured(spark, lambda: plain_sha256_job(spark, str(path), str(work / "plain")))
+    _, floor_s = fingerprint_floor_job(spark, str(path), conf)
     report, e2e_s, memory = _measured(spark, lambda: end_to_end(spark, conf, path, work, f"bench-{n}"))
     res = SizeResult(n=n, seconds=dict(report.seconds), counts=dict(report.counts), memory=memory,
-                     e2e_seconds=e2e_s, plain_seconds=plain_s, plain_memory=plain_mem)
+                     e2e_seconds=e2e_s, plain_seconds=plain_s, plain_memory=plain_mem, floor_seconds=floor_s)
     documents = store.table_path(work / "out", "documents")
     if text_cost:
         res.text_cost = documents_text_cost(spark, documents, work / "text_cost")
@@ -216,13 +222,14 @@ def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
         small = corpus(warmup, seed + 1, root)
         shutil.rmtree(root / "warmup", ignore_errors=True)   # a run id may finish only once per output
         plain_sha256_job(spark, str(small), str(root / "warmup" / "plain"))
+        fingerprint_floor_job(spark, str(small), conf)
         end_to_end(spark, conf, small, root / "warmup", "warmup")
         bench.notes.append(f"a {warmup}-document warm-up run preceded the measurements")
     for n in sizes:
         log(f"[bench] n={n}: generating / running cascade")
         res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s, text_cost)
-        log(f"[bench] n={n}: plain {res.plain_seconds:.1f}s, stages 1-3 {res.e2e_seconds:.1f}s "
-            f"(ratio {res.ratio:.2f}); {res.seconds} memory={res.memory} plain memory={res.plain_memory} "
+        log(f"[bench] n={n}: plain {res.plain_seconds:.1f}s, fingerprint floor {res.floor_seconds:.1f}s, "
+            f"stages 1-3 {res.e2e_seconds:.1f}s (ratio {res.ratio:.2f}); {res.seconds} memory={res.memory} plain memory={res.plain_memory} "
             f"text={res.text_cost} minhash={res.minhash_seconds} finished={res.minhash_finished}")
         bench.sizes.append(res)
         if not bench.allpairs_n:
@@ -281,9 +288,11 @@ def memory_table(b: Bench) -> str:
 
 def e2e_table(b: Bench) -> str:
     rows = [[f"{r.n:,}", _num(r.plain_seconds), _num(r.e2e_seconds), _num(r.ratio, 2),
+             _num(r.floor_seconds), _num(r.floor_ratio, 2),
              _num(docs_per_second(r.n, r.e2e_seconds), 0), _num(executor_mb(r.plain_memory), 0),
              _num(executor_mb(r.memory), 0)] for r in b.sizes]
-    return _table(["docs", "(d) plain job s", "stages 1-3 job s", "ratio (stages 1-3 / (d))", "job docs/s",
+    return _table(["docs", "(d) plain job s", "stages 1-3 job s", "ratio (stages 1-3 / (d))",
+                   "(e) fingerprint floor s", "(e) / (d)", "job docs/s",
                    "(d) peak executor MB", "job peak executor MB"], rows)
 
 
@@ -346,8 +355,11 @@ def markdown(b: Bench) -> str:
         "(d) reads the snapshot, sha256-hashes the raw URL and title+body, groups both (canonical = earliest, "
         "then lowest id) and writes (id, hashes, canonicals) to Delta; the job reads the same snapshot, "
         "computes every key, runs stages 1-3 and writes documents, duplicate_links, quarantine and runs. "
-        "Both run in the same session, one after the other, per size. Peak executor memory: RSS of the JVM "
-        "plus the Python workers (local mode: one executor), sampled every 0.25 s.",
+        "(e) reads the same snapshot and runs only stage 3's compiled fingerprint pass (seed SimHash, "
+        "shingle set, its SimHash, MinHash bands; `SimhashKeys.batch`) on the raw title + body, noop sink: "
+        "a floor under any job that computes these fingerprints, whatever else it does. "
+        "All three run in the same session, one after the other, per size. Peak executor memory: RSS of the "
+        "JVM plus the Python workers (local mode: one executor), sampled every 0.25 s.",
         "",
         "## Storing title and body in the documents table",
         "",
