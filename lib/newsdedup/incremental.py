@@ -85,16 +85,17 @@ def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str
     key = list(store.LINK_KEY)
     # via_id: the neighbour of a clustered link (stages 3 and 4); exact stages have none.
     via = F.col("via_id").cast("long") if "via_id" in computed.columns else F.lit(None).cast("long")
-    computed = cut_lineage(computed.select(*key, F.col("score").cast("double"), via.alias("via_id"))
-                           .dropDuplicates(key))
+    computed = computed.select(*key, F.col("score").cast("double"), via.alias("via_id")).dropDuplicates(key)
     ts = F.lit(now).cast("timestamp")
     if not store.exists(spark, path):
-        # A first run: every link is new, so one append replaces the MERGE and its four counting passes.
+        # A first run: every link is new, so one append replaces the MERGE and its four counting
+        # passes, and the links are counted in the table they were written to (computed only once).
         _empty_table(spark, path)
         fresh = {"score": F.col("score"), "linked_at": ts, "run_id": F.lit(run_id), "via_id": F.col("via_id")}
         computed.select(*[fresh.get(f.name, F.col(f.name) if f.name in key else F.lit(None)).cast(f.dataType)
                           .alias(f.name) for f in TABLE_SCHEMA.fields]).write.format("delta").mode("append").save(path)
-        return {"new": computed.count(), "superseded": 0, "revived": 0, "rescored": 0}
+        return {"new": spark.read.format("delta").load(path).count(), "superseded": 0, "revived": 0, "rescored": 0}
+    computed = cut_lineage(computed)   # read by the counts and the MERGE below
     ensure_supersede_columns(spark, path)
     table = DeltaTable.forPath(spark, path)
     current = table.toDF()
