@@ -140,3 +140,20 @@ def test_a_finished_run_id_is_not_started_again(spark, conf, tmp_path):
     with pytest.raises(UserError, match="run id once has already finished"):
         job.run(spark, str(SAMPLE), str(out), small, load_pg=False, run_id="once")
     assert store.read(spark, str(out), "runs").where(F.col("run_id") == "once").count() == 1
+
+
+def test_a_run_state_with_the_old_prepare_frames_is_refused_in_one_line(spark, conf, tmp_path):
+    """A prepare step persisted before `invalid` replaced `quarantine` among its frames."""
+    from datetime import datetime, timezone
+
+    from newsdedup.job import Report
+
+    out, run_id = str(tmp_path / "out"), "old-layout"
+    state = runstate.Persisted.start(spark, out, run_id, str(SAMPLE), datetime.now(timezone.utc))
+    frame = spark.createDataFrame([(1,)], "id long")
+    report = Report(run_id)
+    state.step("prepare", report, lambda: {"prepared": frame, "quarantine": frame},
+               measure=lambda written: report.counts.update(input_rows=1, documents=1, quarantined=0))
+    small = conf.with_overrides({"semantic": {"enabled": False}})
+    with pytest.raises(UserError, match="persisted by an older newsdedup"):
+        job.run(spark, None, out, small, load_pg=False, resume=run_id)

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from . import incremental, prepare, runstate, stages
 from .clustering import survivors_after
+from .errors import UserError
 from .io.input import TEXT_COLUMNS, conform, order_date, plausible_range, split_invalid
 from .stages.simhash import STAGE_COLUMNS as SIMHASH_COLUMNS
 
@@ -93,6 +94,9 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Re
         f"{r.counts['input_rows']} input rows, {r.counts['documents']} documents, "
         f"{r.counts['quarantined']} quarantined"),
         measure=lambda written: _count_prepared(written["prepared"], written["invalid"], report)).frames
+    if "invalid" not in frames:
+        raise UserError("this run's prepare step was persisted by an older newsdedup (a prepare/quarantine "
+                        "frame, no prepare/invalid); it cannot be resumed by this version: start the run again")
     docs = frames["prepared"].where(F.col("prepare_error").isNull()).drop("prepare_error")
     quarantine = _quarantine(frames["invalid"], frames["prepared"].where(F.col("prepare_error").isNotNull()))
 
