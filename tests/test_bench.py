@@ -87,3 +87,25 @@ def test_fingerprint_floor_runs_stage_3s_kernel_on_the_raw_text(spark, tmp_path,
         want[i] = (c["simhash"], c["n_features"])
     assert secs > 0 and got == want
     assert got[1][0] is not None and got[2][0] is not None and got[3][0] is None
+
+
+def test_memory_kinds_leave_out_a_jvm_fork_and_helper_programs():
+    from newsdedup.lab.memory import process_kind
+
+    jvm = ["/usr/lib/jvm/java-17/bin/java", "-cp", "x", "org.apache.spark.deploy.SparkSubmit", "pyspark-shell"]
+    assert process_kind(jvm, ["/usr/bin/bash", "spark-submit"]) == "jvm"
+    assert process_kind(jvm, jvm) is None                      # forked by the JVM, not yet exec'd
+    assert process_kind(["/venv/bin/python", "-m", "pyspark.daemon", "pyspark.worker"], jvm) == "worker"
+    assert process_kind(["chmod", "644", "/tmp/part-0"], jvm) is None
+    assert process_kind([], jvm) is None
+
+
+def test_memory_sampler_sees_the_jvm_and_the_python_workers(spark):
+    from pyspark.sql import functions as F
+
+    from newsdedup.lab.memory import MemorySampler
+
+    spark.range(100, numPartitions=2).select(F.udf(lambda x: x + 1, "long")("id")).collect()  # workers up
+    sample = MemorySampler().sample()
+    assert sample["jvm_mb"] > 100 and sample["workers_mb"] > 10
+    assert sample["total_mb"] == sample["driver_mb"] + sample["jvm_mb"] + sample["workers_mb"]
