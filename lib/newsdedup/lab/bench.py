@@ -230,8 +230,9 @@ def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
         log(f"[bench] n={n}: generating / running cascade")
         res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s, text_cost)
         log(f"[bench] n={n}: plain {res.plain_seconds:.1f}s, fingerprint floor {res.floor_seconds:.1f}s, "
-            f"stages 1-3 {res.e2e_seconds:.1f}s (ratio {res.ratio:.2f}); {res.seconds} memory={res.memory} plain memory={res.plain_memory} "
-            f"text={res.text_cost} minhash={res.minhash_seconds} finished={res.minhash_finished}")
+            f"stages 1-3 {res.e2e_seconds:.1f}s (ratio {res.ratio:.2f}); {res.seconds} memory={res.memory} "
+            f"plain memory={res.plain_memory} text={res.text_cost} minhash={res.minhash_seconds} "
+            f"finished={res.minhash_finished}")
         bench.sizes.append(res)
         if not bench.allpairs_n:
             raw = read_input(spark, str(corpus(n, seed, root)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+
 def process_kind(cmdline: list[str], parent_cmdline: list[str] | None) -> str | None:
     """"jvm", "worker" (a PySpark daemon or worker) or None (not counted) for one of the driver's
     descendants, from its command line and its parent's.
