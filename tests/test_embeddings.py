@@ -7,7 +7,8 @@ import pytest
 
 from newsdedup.stages import embeddings as emb
 from newsdedup.config import ConfigError, SemanticConfig, load_config
-from newsdedup.stages.semantic_search import block_pairs, block_plan, number_tokens, numbers_conflict
+from newsdedup.config import SemanticThresholds
+from newsdedup.stages.semantic_search import block_pairs, block_plan
 
 from semantic_data import MODEL_DIR, SEM_CONF, VERSION, text
 
@@ -94,7 +95,7 @@ def test_block_pairs_respects_window_and_scores_each_pair_once():
     langs = np.array(["en"] * 4, dtype=object)
     vecs = _unit([1, 0], [1, 0.01], [1, 0.02], [1, 0.03])
     both = np.ones(4, bool)
-    pairs = block_pairs(ids, ts, langs, vecs, both, both, 48 * H, 0.9, 0.9, chunk=1)
+    pairs = block_pairs(ids, ts, langs, vecs, both, both, 48 * H, SemanticThresholds(0.9, 0.9), chunk=1)
     got = {(a, b) for a, b, _ in pairs}
     # all pairs but (1,3), which is 49h apart; earlier document first
     assert got == {(1, 4), (1, 2), (4, 2), (4, 3), (2, 3)}
@@ -102,7 +103,7 @@ def test_block_pairs_respects_window_and_scores_each_pair_once():
     assert all(0.9 <= s <= 1.0 for _, _, s in pairs)
     # Two different blocks: only pairs across them.
     side_a, side_b = np.array([True, True, False, False]), np.array([False, False, True, True])
-    assert {(a, b) for a, b, _ in block_pairs(ids, ts, langs, vecs, side_a, side_b, 48 * H, 0.9, 0.9)} == \
+    assert {(a, b) for a, b, _ in block_pairs(ids, ts, langs, vecs, side_a, side_b, 48 * H, SemanticThresholds(0.9, 0.9))} == \
         {(1, 4), (4, 2), (2, 3)}
 
 
@@ -110,10 +111,20 @@ def test_block_pairs_uses_the_cross_language_threshold_or_never_crosses():
     ids, ts, both = np.array([1, 2]), np.array([0.0, H]), np.array([True, True])
     vecs = _unit([1, 0], [0.8, 0.6])  # cosine 0.8
     bn_en, en_en = np.array(["bn", "en"], dtype=object), np.array(["en", "en"], dtype=object)
-    assert block_pairs(ids, ts, bn_en, vecs, both, both, 48 * H, 0.9, 0.75)
-    assert not block_pairs(ids, ts, en_en, vecs, both, both, 48 * H, 0.9, 0.75)
+    assert block_pairs(ids, ts, bn_en, vecs, both, both, 48 * H, SemanticThresholds(0.9, 0.75))
+    assert not block_pairs(ids, ts, en_en, vecs, both, both, 48 * H, SemanticThresholds(0.9, 0.75))
     # A model that does not compare across languages: no bn-en pair at any score.
-    assert not block_pairs(ids, ts, bn_en, _unit([1, 0], [1, 0]), both, both, 48 * H, 0.5, None)
+    assert not block_pairs(ids, ts, bn_en, _unit([1, 0], [1, 0]), both, both, 48 * H, SemanticThresholds(0.5, None))
+
+
+def test_block_pairs_applies_each_language_pairs_own_threshold():
+    ids, ts, both = np.array([1, 2, 3, 4]), np.array([0.0, H, 2 * H, 3 * H]), np.ones(4, bool)
+    vecs = _unit([1, 0], [0.8, 0.6], [1, 0], [0.8, 0.6])  # cosine 0.8 within each language, 1.0 or 0.8 across
+    langs = np.array(["en", "en", "bn", "bn"], dtype=object)
+    thr = SemanticThresholds(0.9, 0.95, pairs={"bn-bn": 0.75})
+    # en-en at 0.8 stays below 0.9; bn-bn at 0.8 passes its own 0.75; en-bn only where the cosine is 1.0.
+    assert {(a, b) for a, b, _ in block_pairs(ids, ts, langs, vecs, both, both, 48 * H, thr)} == {(3, 4), (1, 3), (2, 4)}
+    assert thr.for_pair("bn", "en") == thr.for_pair("en", "bn") == 0.95
 
 
 def test_block_plan_covers_every_pair_of_blocks_exactly_once():
@@ -134,18 +145,6 @@ def test_block_plan_covers_every_pair_of_blocks_exactly_once():
                 if x <= y and abs(x[0] - y[0]) <= 1}
     assert set(met) == expected
     assert all(len(t["a"]) == 1 and len(t["b"]) == 1 for t in tasks.values())
-
-
-def test_number_guard_reads_numbers_in_both_scripts():
-    assert number_tokens("Abahani beat Mohammedan 2-1; 300,000 fans; rate 8.0 to 8.5") == {"2", "1", "300000", "8", "8.5"}
-    assert number_tokens("মোহামেডানকে ২-১ গোলে হারিয়েছে") == {"2", "1"}
-    assert not numbers_conflict(["2", "1"], ["1", "2"], 0.6)            # the same game seen from the other side
-    assert numbers_conflict(["2", "1"], ["3", "0"], 0.6)                # two games
-    assert numbers_conflict(["5"], ["7"], 0.6)                          # two crashes: 5 dead, 7 dead
-    assert not numbers_conflict(["2", "1"], ["3", "0"], None)           # guard off
-    assert not numbers_conflict([], ["3", "0"], 0.6)                    # a text without numbers: no evidence
-    assert not numbers_conflict(["5"], ["5", "20", "2024"], 0.6)        # one outlet states more
-    assert numbers_conflict(["8", "8.5", "50", "9.7"], ["8.5", "9", "50", "9.9"], 0.6)  # two rate decisions
 
 
 def test_fallback_to_the_packaged_model_with_its_calibrated_thresholds(tmp_path):

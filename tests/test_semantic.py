@@ -8,6 +8,7 @@ import os
 import pytest
 from pyspark.sql import functions as F
 
+from newsdedup.config import SemanticThresholds
 from newsdedup.stages import embeddings as emb
 from newsdedup import cli
 from newsdedup.io import store
@@ -89,15 +90,28 @@ def test_rerun_reuses_stored_vectors(first_run, spark, conf, archive):
     assert report.counts["semantic.embedded"] == 0 and report.counts["semantic.reused_vectors"] == 8
 
 
-def test_window_threshold_and_number_guard_all_matter(first_run, spark, conf, archive):
-    """Widen the window and turn the number guard off, and the rematch (1-0, a week later) joins the
-    derby (2-1): the threshold alone is not enough. With the guard on, the scores keep it apart."""
-    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8, number_guard=None), first_run[0])
+def test_window_threshold_and_evidence_all_matter(first_run, spark, conf, archive):
+    """Widen the window and turn the evidence off, and the rematch (1-0, a week later) joins the
+    derby (2-1): the threshold alone is not enough. With the evidence on, the scores keep it apart."""
+    wide, _ = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8, evidence={"enabled": False}),
+                        first_run[0])
     assert (6, 3) in wide and (8, 7) in wide
     assert 5 not in {d for d, _ in wide}  # another game stays apart on score alone
     guarded, report = run_stage(spark, archive, conf_with(conf, window_hours=24 * 8), first_run[0])
     assert (8, 7) in guarded and 6 not in {d for d, _ in guarded}
-    assert report.counts["semantic.number_guard_dropped"] >= 1
+    assert report.counts["semantic.refused.scores_differ"] >= 1
+    # Every refusal is kept with its reason and cosine, and stats counts them.
+    refused = {(r.a, r.b): r for r in store.read(spark, first_run[0], "semantic_refusals").collect()}
+    assert refused[(3, 6)].reason == "scores_differ" and refused[(3, 6)].lang_pair == "en-en"
+    assert refused[(3, 6)].score >= 0.8 and refused[(3, 6)].run_id == "test"
+    assert sum(r.reason == "scores_differ" for r in refused.values()) == report.counts["semantic.refused.scores_differ"]
+    from newsdedup.ops import stats
+
+    counted = stats.delta_refusals(spark, first_run[0], stats.Filter(stage="semantic"))
+    assert sum(r["pairs"] for r in counted if r["reason"] == "scores_differ") == \
+        report.counts["semantic.refused.scores_differ"]
+    assert "scores_differ" in stats.format_refusals(counted)
+    assert stats.delta_refusals(spark, first_run[0], stats.Filter(stage="simhash")) == []
 
 
 def test_vectors_of_different_model_versions_are_never_compared(spark):
@@ -105,7 +119,7 @@ def test_vectors_of_different_model_versions_are_never_compared(spark):
         [(1, T0, "en", VERSION, [1.0, 0.0]), (2, T0, "en", "BAAI/bge-m3@unpinned", [1.0, 0.0])],
         "id long, published_at timestamp, lang string, model_version string, embedding array<float>")
     with pytest.raises(emb.ModelVersionMismatch, match="different model versions"):
-        semantic_search.semantic_edges(meta, SEM_CONF, 0.8, None)
+        semantic_search.semantic_edges(meta, SEM_CONF, SemanticThresholds(0.8))
 
 
 def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf, tmp_path, capsys):

@@ -145,6 +145,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     conf = config.load_config(args.conf)
     flt = stats.Filter(stage=args.stage, day=args.day, since=args.since, until=args.until)
+    refused: list[dict] = []   # kept in Delta only: --source delta shows them
     if args.source == "postgres":
         daily, hist = stats.postgres_stats(_pg_for(args, conf), flt)
     else:
@@ -157,10 +158,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
         spark = get_spark(conf, "newsdedup-stats", [args.output])
         store.check_is_output(spark, args.output)
         daily, hist = stats.delta_stats(spark, args.output, flt)
+        refused = stats.delta_refusals(spark, args.output, flt)
     if args.json:
-        print(json.dumps({"daily": daily, "histogram": hist}, default=str, indent=2))
+        print(json.dumps({"daily": daily, "histogram": hist, "refused": refused}, default=str, indent=2))
     else:
         print(stats.format_stats(daily, hist))
+        if refused:
+            print("\n" + stats.format_refusals(refused))
     return 0
 
 
@@ -263,7 +267,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     conf = config.load_config(args.conf)
     result = calibrate.run(conf.semantic, args.pairs, args.output, model=args.model,
-                           model_version=args.model_version, device=args.device)
+                           model_version=args.model_version, device=args.device, target=args.target_precision)
     print(calibrate.report_text(result))
     return 0
 
@@ -382,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="sentence-transformers name or local path (default: the model stage 4 would run)")
     p.add_argument("--model-version", help="version tag to calibrate (default: derived like stage 4)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: semantic.device")
+    p.add_argument("--target-precision", type=float, default=1.0,
+                   help="precision each language pair's threshold must reach on the labelled pairs (default 1.0: "
+                        "no different-event pair linked)")
     p.set_defaults(func=cmd_calibrate)
 
     return parser

@@ -208,11 +208,55 @@ class SimhashConfig:
 class SemanticThresholds:
     same_language: float = 0.85
     cross_language: Optional[float] = None   # needed only by a model that compares across languages
+    # Per language pair ("en-en", "bn-bn", "en-bn"), where calibration found them to differ;
+    # a pair not named here takes same_language or cross_language.
+    pairs: dict[str, float] = field(default_factory=dict)
 
     def validate(self, key: str) -> None:
         for name in ("same_language", "cross_language"):
             value = getattr(self, name)
             _check(value is None or -1.0 <= value <= 1.0, f"{key}.{name}", value, "a cosine in [-1, 1]")
+        for pair, value in self.pairs.items():
+            _check(re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", pair) is not None, f"{key}.pairs", pair,
+                   "language pairs such as en-en or en-bn")
+            _check(-1.0 <= value <= 1.0, f"{key}.pairs.{pair}", value, "a cosine in [-1, 1]")
+
+    def for_pair(self, a: str, b: str) -> float | None:
+        """The cosine a pair of documents in languages a and b must reach; None: never compared."""
+        pair = "-".join(sorted((a, b), key=lambda x: (x != "en", x)))
+        if pair in self.pairs:
+            return self.pairs[pair]
+        return self.same_language if a == b else self.cross_language
+
+
+@dataclass(frozen=True)
+class EvidenceConfig:
+    """Stage 4's evidence beyond the cosine (stages/semantic_evidence.py, docs/semantic.md)."""
+
+    enabled: bool = True
+    numbers: float = 0.5         # share of the smaller set of stated numbers both must state
+    min_numbers: int = 2         # smaller sets of numbers never contradict
+    names: float = 0.2           # share of the smaller set of name keys both must share
+    min_names: int = 4           # smaller name sets never contradict
+    require_shared: bool = True  # a link needs at least one fact in common
+    timezone: str = "Asia/Dhaka"  # resolves "yesterday" and weekdays against published_at
+    lead_chars: Optional[int] = 800  # numbers, scores and days from the headline and lead only; null: all
+
+    def validate(self, key: str) -> None:
+        for name in ("numbers", "names"):
+            value = getattr(self, name)
+            _check(0 <= value <= 1, f"{key}.{name}", value, "a share between 0 and 1")
+        _check(self.min_names >= 1, f"{key}.min_names", self.min_names, "a positive number")
+        _check(self.min_numbers >= 1, f"{key}.min_numbers", self.min_numbers, "a positive number")
+        _check(self.lead_chars is None or self.lead_chars > 0, f"{key}.lead_chars", self.lead_chars,
+               "a positive number of characters or null")
+        try:
+            from zoneinfo import ZoneInfo
+
+            ZoneInfo(self.timezone)
+        except Exception:  # noqa: BLE001 - any failure means the name is unusable
+            raise ConfigError(f"{key}.timezone={self.timezone!r}: expected an IANA time zone such as Asia/Dhaka") \
+                from None
 
 
 @dataclass(frozen=True)
@@ -257,9 +301,8 @@ class SemanticConfig:
     # Explicit thresholds for this run; null: the model's calibrated ones (semantic.models).
     thresholds: Optional[SemanticThresholds] = None
     models: dict[str, ModelSpec] = field(default_factory=dict)
-    # A pair whose texts both state numbers and share less than this fraction of the
-    # shorter list is not linked; null: off.
-    number_guard: Optional[float] = 0.6
+    # Who, where, when and how many must agree beyond the cosine (semantic.evidence).
+    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
     block_size: int = 16384
     max_iterations: int = 30
     pair_chunk: int = 512
@@ -269,8 +312,6 @@ class SemanticConfig:
         _check(bool(self.model.strip()), f"{key}.model", self.model, "a sentence-transformers name or local path")
         _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None, f"{key}.device", self.device,
                "auto, cpu, cuda or cuda:N")
-        _check(self.number_guard is None or 0 < self.number_guard <= 1, f"{key}.number_guard", self.number_guard,
-               "a fraction in (0, 1] or null")
         for name in ("batch_size", "max_chars", "window_hours", "block_size", "max_iterations", "pair_chunk",
                      "backfill_batch", "max_seq_length", "cpu_threads", "embed_partitions"):
             value = getattr(self, name)

@@ -63,8 +63,11 @@ def corpus(spark, n: int, dim: int, span_s: int):
     from pyspark.sql import functions as F
 
     df = spark.range(n, numPartitions=4).mapInPandas(gen, "id long, ts long, embedding array<float>")
+    # Random documents state no facts (the bench turns the evidence off).
+    empty = F.array().cast("array<string>")
+    facts = F.struct(empty.alias("numbers"), empty.alias("scores"), empty.alias("days"), empty.alias("names"))
     return df.select("id", F.col("ts").cast("timestamp").alias("published_at"), F.lit("en").alias("lang"),
-                     F.lit("bench@random").alias("model_version"), "embedding")
+                     F.lit("bench@random").alias("model_version"), "embedding", facts.alias("facts"))
 
 
 def brute_force(n: int, dim: int, span_s: int, thr: float) -> set[tuple[int, int]]:
@@ -100,6 +103,7 @@ class Result:
 
 
 def bench_one(spark, sem, per_48h: int, dim: int, thr: float, verify: bool) -> Result:
+    from ..config import SemanticThresholds
     from ..stages import semantic_search
     from .memory import MemorySampler
 
@@ -109,7 +113,7 @@ def bench_one(spark, sem, per_48h: int, dim: int, thr: float, verify: bool) -> R
     meta.count()
     with MemorySampler() as mem:
         t0 = time.perf_counter()
-        edges, tasks = semantic_search.semantic_edges(meta, sem, thr, None)
+        edges, tasks = semantic_search.semantic_edges(meta, sem, SemanticThresholds(thr))
         got = {(int(r.a), int(r.b)) for r in edges.collect()}
         secs = time.perf_counter() - t0
     meta.unpersist()
@@ -159,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     conf = load_config(args.conf)
     sem = conf.semantic if not args.block_size else dataclasses.replace(conf.semantic, block_size=args.block_size)
+    # Random vectors state no facts: the bench measures the cosine search, so the evidence is off.
+    sem = dataclasses.replace(sem, evidence=dataclasses.replace(sem.evidence, enabled=False))
     spark = get_spark(conf, "newsdedup-bench-semantic")
     command = "python -m newsdedup.lab.bench_semantic " + " ".join(sys.argv[1:] if argv is None else argv)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Spark master {spark.sparkContext.master}"

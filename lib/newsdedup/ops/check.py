@@ -225,11 +225,12 @@ class Checker:
         sem = self.conf.semantic
         window = timedelta(hours=float(sem.window_hours))
 
-        same, cross = self.resolved.thresholds.same_language, self.resolved.cross_threshold()
+        thresholds = self.resolved.pair_thresholds()
 
         def threshold(lang):
             # Another language than the article's is compared only by a cross-language model.
-            return same if lang == k["lang"] else (cross if cross is not None else float("inf"))
+            t = thresholds.for_pair(k["lang"] or "", lang or "")
+            return float("inf") if t is None else t
 
         rows = cur.execute(SEMANTIC_SQL, {"vec": vector_literal(vec), "version": self.version, "id": k["id"],
                                           "ts": k["published_at"], "window": window})

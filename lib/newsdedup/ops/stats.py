@@ -75,6 +75,37 @@ def delta_stats(spark: SparkSession, output: str, flt: Filter) -> tuple[list[dic
     return [r.asDict() for r in daily], [r.asDict() for r in hist]
 
 
+REFUSAL_COLUMNS = ("day", "lang_pair", "reason", "pairs", "min_score", "max_score")
+
+
+def delta_refusals(spark: SparkSession, output: str, flt: Filter) -> list[dict]:
+    """Stage-4 pairs whose cosine passed and whose evidence refused them, per day, language pair and reason.
+
+    Empty when the output has no semantic_refusals table (stage 4 off, or nothing refused yet)
+    or the filter asks for another stage.
+    """
+    path = store.table_path(output, "semantic_refusals")
+    if (flt.stage not in (None, "semantic")) or not store.exists(spark, path):
+        return []
+    rows = flt.spark(spark.read.format("delta").load(path).withColumn("day", F.to_date("refused_at"))
+                     .withColumn("stage", F.lit("semantic")))
+    out = (rows.groupBy("day", "lang_pair", "reason")
+           .agg(F.count("*").alias("pairs"), F.min("score").alias("min_score"), F.max("score").alias("max_score"))
+           .orderBy("day", "lang_pair", "reason").collect())
+    return [r.asDict() for r in out]
+
+
+def format_refusals(refusals: Sequence[dict]) -> str:
+    if not refusals:
+        return ""
+    lines = ["stage 4 pairs refused by their evidence (cosine passed; <output>/semantic_refusals)",
+             f"{'day':<10}  {'langs':<6}  {'reason':<18}  {'pairs':>6}  {'min':>6}  {'max':>6}"]
+    for r in refusals:
+        lines.append(f"{r['day']!s:<10}  {r['lang_pair'] or '-':<6}  {r['reason']:<18}  {r['pairs']:>6}  "
+                     f"{_num(r['min_score']):>6}  {_num(r['max_score']):>6}")
+    return "\n".join(lines)
+
+
 def postgres_stats(dsn: str, flt: Filter) -> tuple[list[dict], list[dict]]:
     pg.ensure_schema(dsn)
     where, params = flt.sql()

@@ -80,10 +80,21 @@ class ResolvedModel:
         """Cosine for pairs of two different covered languages; None: never compared."""
         return self.thresholds.cross_language if self.spec.cross_language and self.thresholds else None
 
+    def pair_thresholds(self) -> "SemanticThresholds":
+        """The thresholds the search applies: a model that does not compare across languages gets none there."""
+        thr = self.thresholds
+        if thr is None:
+            raise ThresholdsMissing("semantic: the model was resolved without thresholds")
+        if self.spec.cross_language:
+            return thr
+        same = {k: v for k, v in thr.pairs.items() if len(set(k.split("-"))) == 1}
+        return dataclasses.replace(thr, cross_language=None, pairs=same)
+
     def describe(self) -> str:
         langs = ",".join(self.spec.languages) + (" (cross-language)" if self.spec.cross_language else "")
         cross = self.cross_threshold()
         thr = f"same={self.thresholds.same_language}" + (f" cross={cross}" if cross is not None else "")
+        thr += "".join(f" {k}={v}" for k, v in sorted(self.pair_thresholds().pairs.items()))
         why = f"fallback: {self.sem.fallback_model!r} because the weights of the configured model are absent; " \
             if self.fallback else ""
         return (f"semantic: model_version={self.version} ({why}languages {langs}); "

@@ -26,10 +26,11 @@ from ..clustering import order_key
 from ..io import store
 from . import StageResult
 from . import embeddings as emb
+from . import semantic_evidence as evidence
 from . import semantic_search as search
 
 if TYPE_CHECKING:
-    from ..config import SemanticConfig
+    from ..config import EvidenceConfig, SemanticConfig
 
 EMBEDDINGS_TABLE = "embeddings"
 EMBEDDINGS_SCHEMA = T.StructType([
@@ -42,6 +43,31 @@ EMBEDDINGS_SCHEMA = T.StructType([
 
 def embeddings_path(output: str | None) -> str | None:
     return store.table_path(output, EMBEDDINGS_TABLE) if output else None
+
+
+# Pairs whose cosine passed and whose evidence did not: what a data scientist reads to
+# see what stage 4 kept apart, and why (`newsdedup stats` counts them by reason).
+REFUSALS_TABLE = "semantic_refusals"
+REFUSALS_SCHEMA = T.StructType([
+    T.StructField("a", T.LongType(), False),
+    T.StructField("b", T.LongType(), False),
+    T.StructField("score", T.DoubleType(), False),
+    T.StructField("lang_pair", T.StringType(), True),
+    T.StructField("reason", T.StringType(), False),
+    T.StructField("run_id", T.StringType(), False),
+    T.StructField("refused_at", T.TimestampType(), False),
+])
+
+
+def write_refusals(spark: SparkSession, output: str, refused: DataFrame, run_id: str) -> None:
+    """This run's refused pairs; a rerun of the step replaces them (replaceWhere on run_id)."""
+    rows = refused.select("a", "b", "score", "lang_pair", "reason", F.lit(run_id).alias("run_id"),
+                          F.current_timestamp().alias("refused_at"))
+    rows = rows.select(*[F.col(f.name).cast(f.dataType) for f in REFUSALS_SCHEMA.fields])
+    path = store.table_path(output, REFUSALS_TABLE)
+    if not store.exists(spark, path):
+        spark.createDataFrame([], REFUSALS_SCHEMA).write.format("delta").save(path)
+    (rows.write.format("delta").mode("overwrite").option("replaceWhere", f"run_id = '{run_id}'").save(path))
 
 
 # ---------------------------------------------------------------- text and embedding
@@ -70,6 +96,22 @@ def with_text(docs: DataFrame, max_chars: int) -> DataFrame:
     text = F.when(body.isNotNull(), F.substring(F.concat_ws("\n", _blank_to_null(F.col("title")), body),
                                                 1, int(max_chars))).otherwise(F.lit(""))
     return docs.withColumn("text", text).withColumn("text_hash", F.sha2(F.col("text"), 256))
+
+
+FACTS_TYPE = "struct<numbers:array<string>,scores:array<string>,days:array<string>,names:array<string>>"
+
+
+def with_facts(docs: DataFrame, rules: "EvidenceConfig") -> DataFrame:
+    """Adds facts (semantic_evidence.Facts as a struct) from text and published_at."""
+    tz, lead = rules.timezone, rules.lead_chars
+
+    @F.pandas_udf(FACTS_TYPE)
+    def facts(text: pd.Series, published: pd.Series) -> pd.DataFrame:
+        rows = [evidence.facts_of(t, None if pd.isna(p) else p.to_pydatetime(), tz, lead).as_row()
+                for t, p in zip(text, published)]
+        return pd.DataFrame(rows, columns=["numbers", "scores", "days", "names"])
+
+    return docs.withColumn("facts", facts(F.col("text"), F.col("published_at")))
 
 
 def _task_gpus() -> tuple[str, ...]:
@@ -163,8 +205,7 @@ class SemanticStage:
         # published_at from unresolved: the cascade's order date (null when implausible: no time window).
         candidates = with_text(unresolved.select("id", "published_at").join(
             ctx.documents.select("id", "lang", "title", "body"), "id"), sem.max_chars)
-        candidates = clustering.cut_lineage(candidates.drop("title", "body")
-                                            .withColumn("numbers", search.number_column("text")))
+        candidates = clustering.cut_lineage(candidates.drop("title", "body"))
         has_text, dated = F.col("text") != "", F.col("published_at").isNotNull()
         covered = F.coalesce(F.col("lang").isin(list(spec.languages)), F.lit(False))
         texts = candidates.where(has_text & dated & covered)
@@ -192,16 +233,30 @@ class SemanticStage:
             "semantic.vectors", lambda: vectors_for(spark, texts, sem, version, embeddings_path(ctx.output)))
         report.counts["semantic.embedded"] = n_embedded
         report.counts["semantic.reused_vectors"] = n_reused
-        meta = vectors.join(texts.select("id", "published_at", "lang", "numbers"), "id")
+        meta = vectors.join(with_facts(texts.select("id", "published_at", "lang", "text"), sem.evidence)
+                            .drop("text"), "id")
         edges, n_tasks = report.timed("semantic.search", lambda: search.semantic_edges(
-            meta, sem, model.thresholds.same_language, model.cross_threshold()))
+            meta, sem, model.pair_thresholds()))
         edges = report.timed("semantic.search", lambda: clustering.cut_lineage(edges))
         report.counts["semantic.search_tasks"] = n_tasks
-        report.counts["semantic.pairs"] = edges.count()
-        report.counts["semantic.number_guard_dropped"] = edges.where("conflict").count()
+        tally = {(r["lang_pair"], r["reason"]): r["n"] for r in
+                 edges.groupBy("lang_pair", "reason").agg(F.count("*").alias("n")).collect()}
+        report.counts["semantic.pairs"] = sum(tally.values())
+        for lp in sorted({lp for lp, _ in tally}):
+            report.counts[f"semantic.pairs.{lp}"] = sum(n for (p, _), n in tally.items() if p == lp)
+        refused = dict.fromkeys(evidence.REASONS, 0)
+        for (_, reason), n in tally.items():
+            if reason is not None:
+                refused[reason] += n
+        for reason, n in refused.items():
+            report.counts[f"semantic.refused.{reason}"] = n
+        if ctx.output is not None and sum(refused.values()):
+            report.timed("semantic.refusals", lambda: write_refusals(
+                spark, ctx.output, edges.where(F.col("reason").isNotNull()), report.run_id))
         vertices = texts.select("id", order_key().alias("key"))
         links = report.timed("semantic.cluster", lambda: clustering.earliest_canonical_links(
-            edges.where(~F.col("conflict")).select("a", "b", "score"), vertices, self.name, sem.max_iterations))
+            edges.where(F.col("reason").isNull()).select("a", "b", "score"), vertices, self.name,
+            sem.max_iterations))
         return StageResult(links, notes)
 
 

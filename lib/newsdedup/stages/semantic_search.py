@@ -6,14 +6,15 @@ bucket k-1. A bucket is split into blocks of at most block_size documents, and
 every (block, block) pair that can hold a pair is one Spark task: a task holds
 at most 2 x block_size vectors whatever the bucket's size, so no bucket is ever
 skipped. Scores are exact (numpy matrix products), so recall is that of
-brute force.
+brute force. Each pair above its language pair's threshold is then checked
+against the two documents' facts (semantic_evidence): the cosine proposes, the
+evidence decides.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,72 +22,51 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import embeddings as emb
+from .semantic_evidence import Facts, refusal
 
 if TYPE_CHECKING:
-    from ..config import SemanticConfig
+    from ..config import SemanticConfig, SemanticThresholds
 
-EDGE_SCHEMA = "a long, b long, score double, conflict boolean"
-NUMBER_PATTERN = r"\d+(?:[.,]\d+)*"
-_BN_DIGITS = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
-
-
-# ---------------------------------------------------------------- the number guard
-
-def number_tokens(text: str) -> frozenset[str]:
-    """The numbers a text states (scores, tolls, rates), Bangla digits read as digits."""
-    return frozenset(_normal_number(s) for s in re.findall(NUMBER_PATTERN, (text or "").translate(_BN_DIGITS)))
+# One row per pair above its threshold within the window; reason: why the evidence
+# refused it (semantic_evidence.REASONS), null for a pair that links.
+EDGE_SCHEMA = "a long, b long, score double, lang_pair string, reason string"
 
 
-def _normal_number(raw: str) -> str:
-    plain = raw.replace(",", "")     # 300,000 == 300000
-    try:
-        return f"{float(plain):g}"    # 8.0 == 8
-    except ValueError:
-        return plain
-
-
-def numbers_conflict(a: Sequence[str] | None, b: Sequence[str] | None, min_overlap: float | None) -> bool:
-    """Both texts state numbers and share less than min_overlap of the shorter list.
-
-    Two games, two crashes, two rate decisions written on one template embed
-    almost identically; their scores, tolls and rates are what differ. Measured
-    against the smaller set, so an outlet that states more numbers is no conflict.
-    """
-    if min_overlap is None:
-        return False
-    sa = {_normal_number(s) for s in (a if a is not None else ())}
-    sb = {_normal_number(s) for s in (b if b is not None else ())}
-    if not sa or not sb:
-        return False
-    return len(sa & sb) / min(len(sa), len(sb)) < min_overlap
-
-
-def number_column(text_col: str = "text"):
-    """The raw number strings of a text column (Spark), read by numbers_conflict."""
-    translated = F.translate(F.col(text_col), "০১২৩৪৫৬৭৮৯", "0123456789")
-    return F.regexp_extract_all(translated, F.lit(NUMBER_PATTERN), F.lit(0))
+def lang_pair(a: str, b: str) -> str:
+    """'en-en', 'bn-bn', 'en-bn': English first, then alphabetical."""
+    return "-".join(sorted((a or "", b or ""), key=lambda x: (x != "en", x)))
 
 
 # ---------------------------------------------------------------- one block pair
 
+def threshold_matrix(names: np.ndarray, thresholds: "SemanticThresholds") -> np.ndarray:
+    """[i, j]: the cosine a pair of languages names[i], names[j] must reach (inf: never compared)."""
+    n = len(names)
+    out = np.full((n, n), np.inf)
+    for i in range(n):
+        for j in range(n):
+            t = thresholds.for_pair(str(names[i]), str(names[j]))
+            out[i, j] = np.inf if t is None else t
+    return out
+
+
 def block_pairs(ids: np.ndarray, ts: np.ndarray, langs: np.ndarray, vecs: np.ndarray, in_a: np.ndarray,
-                in_b: np.ndarray, window_s: float, same_thr: float, cross_thr: float | None,
+                in_b: np.ndarray, window_s: float, thresholds: "SemanticThresholds",
                 chunk: int = 512) -> list[tuple[int, int, float]]:
-    """Pairs between side a and side b at or above threshold and at most window_s apart.
+    """Pairs between side a and side b at or above their language pair's threshold, at most window_s apart.
 
     When every row is on both sides (a block against itself) each pair is taken
-    once. cross_thr None: documents of two different languages are never paired.
+    once. A language pair without a threshold (cross_language None) is never paired.
     Returns (a, b, cosine) with a the earlier document. vecs must be unit length.
     """
     rows_a, rows_b = np.flatnonzero(in_a), np.flatnonzero(in_b)
     if not len(rows_a) or not len(rows_b):
         return []
     same_block = bool(np.all(in_a & in_b))
-    cross = np.inf if cross_thr is None else cross_thr
     # Integer language codes: comparing object arrays element by element is slower than the dot products.
-    codes = np.unique(langs.astype(str), return_inverse=True)[1]
+    names, codes = np.unique(langs.astype(str), return_inverse=True)
+    limits = threshold_matrix(names, thresholds)
     vb, tb, lb = vecs[rows_b], ts[rows_b], codes[rows_b]
-    one_lang = len(np.unique(codes)) == 1
     out: list[tuple[int, int, float]] = []
     for start in range(0, len(rows_a), int(chunk)):
         rows = rows_a[start:start + int(chunk)]
@@ -94,8 +74,7 @@ def block_pairs(ids: np.ndarray, ts: np.ndarray, langs: np.ndarray, vecs: np.nda
         first = start if same_block else 0
         cols = rows_b[first:]
         sims = vecs[rows] @ vb[first:].T
-        ok = sims >= same_thr if one_lang else \
-            sims >= np.where(codes[rows, None] == lb[None, first:], same_thr, cross)
+        ok = sims >= limits[codes[rows, None], lb[None, first:]]
         ok &= np.abs(ts[rows, None] - tb[None, first:]) <= window_s
         if same_block:
             ok &= rows[:, None] < cols[None, :]
@@ -129,25 +108,24 @@ def block_plan(counts: dict[int, int], block_size: int) -> list[tuple[int, int, 
     return rows
 
 
-def semantic_edges(meta: DataFrame, sem: "SemanticConfig", same_thr: float,
-                   cross_thr: float | None) -> tuple[DataFrame, int]:
-    """Edges (a, b, score, conflict) among documents (id, published_at, lang, model_version, embedding[, numbers]).
+def semantic_edges(meta: DataFrame, sem: "SemanticConfig",
+                   thresholds: "SemanticThresholds") -> tuple[DataFrame, int]:
+    """Edges (EDGE_SCHEMA) among documents (id, published_at, lang, model_version, embedding, facts).
 
-    Refuses vectors of more than one model_version. conflict: the number guard
-    says the two texts report different events. Returns (edges, number of tasks).
+    Refuses vectors of more than one model_version. Every pair above its threshold
+    within the window is an edge; `reason` says why the evidence (facts, see
+    semantic_evidence) refuses it, null when it links. Returns (edges, number of tasks).
     """
     spark = meta.sparkSession
     versions = [r[0] for r in meta.select("model_version").distinct().limit(5).collect()]
     if not versions:
         return spark.createDataFrame([], EDGE_SCHEMA), 0
     emb.require_same_version(versions, "embeddings")
-    if "numbers" not in meta.columns:
-        meta = meta.withColumn("numbers", F.array().cast("array<string>"))
     window_s = int(float(sem.window_hours) * 3600)
     block_size = int(sem.block_size)
     ts = F.col("published_at").cast("long")
     dated = (meta.where(F.col("published_at").isNotNull())
-             .select("id", ts.alias("ts"), F.coalesce("lang", F.lit("")).alias("lang"), "embedding", "numbers",
+             .select("id", ts.alias("ts"), F.coalesce("lang", F.lit("")).alias("lang"), "embedding", "facts",
                      F.floor(ts / F.lit(window_s)).cast("long").alias("bucket")))
     # One row per 48h bucket of the archive: small enough for the driver.
     counts = {r["bucket"]: r["n"] for r in dated.groupBy("bucket").agg(F.count("*").alias("n")).collect()}
@@ -157,16 +135,21 @@ def semantic_edges(meta: DataFrame, sem: "SemanticConfig", same_thr: float,
     rank = F.row_number().over(Window.partitionBy("bucket").orderBy("id")) - 1
     blocked = dated.withColumn("block", F.floor(rank / F.lit(block_size)).cast("long"))
     tasks = blocked.join(plan_df, ["bucket", "block"]).drop("bucket", "block")
-    chunk, overlap = int(sem.pair_chunk), sem.number_guard
+    chunk, rules = int(sem.pair_chunk), sem.evidence
 
     def score(pdf: pd.DataFrame) -> pd.DataFrame:
         pairs = block_pairs(pdf["id"].to_numpy(), pdf["ts"].to_numpy(dtype=np.float64),
                             pdf["lang"].to_numpy(dtype=object), np.stack(pdf["embedding"].to_numpy()).astype(np.float32),
                             pdf["side_a"].to_numpy(dtype=bool), pdf["side_b"].to_numpy(dtype=bool),
-                            window_s, same_thr, cross_thr, chunk)
-        numbers = dict(zip(pdf["id"], pdf["numbers"])) if overlap is not None and pairs else {}
-        return pd.DataFrame([(a, b, s, overlap is not None and numbers_conflict(numbers[a], numbers[b], overlap))
-                             for a, b, s in pairs], columns=["a", "b", "score", "conflict"])
+                            window_s, thresholds, chunk)
+        if not pairs:
+            return pd.DataFrame(columns=["a", "b", "score", "lang_pair", "reason"])
+        # A document is on both sides of a self-block: its first row carries the same facts.
+        rows = pdf.drop_duplicates("id").set_index("id")
+        facts = {i: Facts.from_row(f) for i, f in rows["facts"].items()}
+        lang = rows["lang"].to_dict()
+        return pd.DataFrame([(a, b, s, lang_pair(lang[a], lang[b]), refusal(facts[a], facts[b], rules, lang[a] == lang[b]))
+                             for a, b, s in pairs], columns=["a", "b", "score", "lang_pair", "reason"])
 
     edges = tasks.groupBy("task").applyInPandas(score, EDGE_SCHEMA)
     return edges, len({row[0] for row in plan})
