@@ -1,12 +1,15 @@
-"""`newsdedup calibrate`: stage-4 thresholds per model_version from labelled pairs.
+"""`newsdedup calibrate`: stage-4 thresholds per model_version and language pair from labelled pairs.
 
 A pair is two texts with a label: 1 the same event written independently, 0
 two different events (the same outlet's template, or the same topic). Every
-pair is scored with the model stage 4 would run (cosine of unit vectors, then
-the number guard as the stage applies it), and precision/recall are computed per
-threshold and per language pair. The thresholds chosen are the lowest with
-precision >= the target (recall as high as that allows), for same-language
-pairs and, when the model compares across languages, for en-bn pairs.
+pair is scored as stage 4 scores it: the cosine of the model's unit vectors,
+then the evidence check (semantic_evidence: scores, days, numbers, names, with
+`published_a`/`published_b` resolving "yesterday" and weekdays). Precision and
+recall are computed per threshold and per language pair (en-en, bn-bn, en-bn),
+with 95% Wilson intervals at the chosen threshold. The threshold chosen for a
+language pair is the lowest whose precision reaches the target and stays there
+above it; the default target is 1.0: on the labelled set, no link between two
+different events.
 
 Writes <output>/calibration.json, calibration.png (precision/recall per
 threshold and the score distributions) and calibration.yaml, a conf snippet
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,13 +32,26 @@ import pandas as pd
 
 from ..errors import UserError
 from ..stages import embeddings as emb
-from ..stages.semantic_search import number_tokens, numbers_conflict
+from ..stages.semantic_evidence import REASONS, facts_of, refusal
+from ..stages.semantic_search import lang_pair
 
 if TYPE_CHECKING:
-    from ..config import SemanticConfig
+    from ..config import EvidenceConfig, SemanticConfig
 
 GRID = np.round(np.arange(0.30, 1.0001, 0.01), 2)
-TARGET_PRECISION = 0.95
+TARGET_PRECISION = 1.0
+# Above every cosine: a language pair whose target no threshold reaches is, in effect, not linked.
+NEVER = 1.0
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion k/n ((0, 1) when n is 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass
@@ -43,24 +61,38 @@ class Calibration:
     languages: list[str]
     cross_language: bool
     pairs: int
-    sweeps: dict[str, pd.DataFrame]                # language pair -> threshold sweep (number guard applied)
-    unguarded: dict[str, pd.DataFrame]             # the same without the number guard
-    chosen: dict[str, float | None]                # same_language / cross_language
+    target: float
+    sweeps: dict[str, pd.DataFrame]                # language pair -> threshold sweep (evidence applied)
+    unguarded: dict[str, pd.DataFrame]             # the same on the cosine alone
+    chosen: dict[str, float | None]                # language pair -> threshold (None: not covered)
     covered: dict[str, bool]
+    refused: dict[str, dict[str, int]]             # language pair -> reason -> labelled pairs refused
     files: dict[str, str] = field(default_factory=dict)
     scored: pd.DataFrame | None = None
 
 
+def _timestamp(value) -> datetime | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return None
+    ts = pd.Timestamp(value)
+    if pd.isna(ts):
+        return None
+    return (ts.tz_localize("UTC") if ts.tzinfo is None else ts).to_pydatetime().astimezone(timezone.utc)
+
+
 def load_pairs(path: str | Path) -> pd.DataFrame:
+    """Labelled pairs (JSON lines: label, lang_a, lang_b, text_a, text_b; optional published_a/_b, kind)."""
     try:
-        pairs = pd.read_json(path, lines=True)
+        pairs = pd.read_json(path, lines=True, dtype=False)
     except (OSError, ValueError) as exc:
         raise UserError(f"--pairs {path}: cannot read labelled pairs ({exc})") from None
-    need = {"label", "kind", "lang_a", "lang_b", "text_a", "text_b"}
+    need = {"label", "lang_a", "lang_b", "text_a", "text_b"}
     if not need <= set(pairs.columns):
         raise UserError(f"--pairs {path}: expected JSON lines with {', '.join(sorted(need))}")
-    pairs["langs"] = ["-".join(sorted((a, b), key=("en", "bn").index if {a, b} <= {"en", "bn"} else str))
-                      for a, b in zip(pairs["lang_a"], pairs["lang_b"])]
+    for side in ("a", "b"):
+        col = f"published_{side}"
+        pairs[col] = [_timestamp(v) for v in pairs[col]] if col in pairs else None
+    pairs["langs"] = [lang_pair(a, b) for a, b in zip(pairs["lang_a"], pairs["lang_b"])]
     return pairs
 
 
@@ -72,6 +104,19 @@ def cosines(model, pairs: pd.DataFrame, batch_size: int) -> np.ndarray:
     a = vecs[[index[t] for t in pairs["text_a"]]]
     b = vecs[[index[t] for t in pairs["text_b"]]]
     return np.clip(np.einsum("ij,ij->i", a, b), -1.0, 1.0)
+
+
+def refusals(pairs: pd.DataFrame, rules: "EvidenceConfig") -> list[str | None]:
+    """The evidence's verdict on every pair, as stage 4 reaches it (None: the facts allow a link)."""
+    def when(value) -> datetime | None:
+        return None if value is None or pd.isna(value) else pd.Timestamp(value).to_pydatetime()
+
+    out = []
+    for r in pairs.itertuples():
+        fa = facts_of(r.text_a, when(r.published_a), rules.timezone, rules.lead_chars)
+        fb = facts_of(r.text_b, when(r.published_b), rules.timezone, rules.lead_chars)
+        out.append(refusal(fa, fb, rules, r.lang_a == r.lang_b))
+    return out
 
 
 def sweep(labels: np.ndarray, scores: np.ndarray, vetoed: np.ndarray | None = None) -> pd.DataFrame:
@@ -96,8 +141,14 @@ def choose(sw: pd.DataFrame, target: float = TARGET_PRECISION) -> float | None:
     return float(hits.iloc[0]) if len(hits) else None
 
 
+def _covered(lp: str, languages: set[str], cross: bool) -> bool:
+    a, b = lp.split("-")
+    return {a, b} <= languages and (a == b or cross)
+
+
 def run(sem: "SemanticConfig", pairs_path: str, output: str, *, model: str | None = None,
-        model_version: str | None = None, device: str | None = None, target: float = TARGET_PRECISION) -> Calibration:
+        model_version: str | None = None, device: str | None = None, target: float = TARGET_PRECISION,
+        languages: list[str] | None = None, cross_language: bool | None = None) -> Calibration:
     if model:
         sem = dataclasses.replace(sem, model=model, fallback_model=None, revision=None, model_version=model_version)
     elif model_version:
@@ -105,29 +156,24 @@ def run(sem: "SemanticConfig", pairs_path: str, output: str, *, model: str | Non
     if device:
         sem = dataclasses.replace(sem, device=device)
     resolved = emb.resolve(sem, with_thresholds=False)
+    langs = set(languages or resolved.spec.languages)
+    cross = resolved.spec.cross_language if cross_language is None else cross_language
     pairs = load_pairs(pairs_path)
     pairs["cosine"] = cosines(emb.model_for(resolved.sem), pairs, resolved.sem.batch_size)
-    pairs["conflict"] = [numbers_conflict(sorted(number_tokens(a)), sorted(number_tokens(b)), sem.number_guard)
-                         for a, b in zip(pairs["text_a"], pairs["text_b"])]
-    langs = set(resolved.spec.languages)
-    covered = {}
-    for lp in sorted(pairs["langs"].unique()):
-        a, b = lp.split("-") if "-" in lp else (lp, lp)
-        covered[lp] = {a, b} <= langs and (a == b or resolved.spec.cross_language)
-    sweeps, unguarded = {}, {}
-    groups = {lp: pairs[pairs["langs"] == lp] for lp in covered}
-    same = pairs[[covered[lp] and len(set(lp.split("-"))) == 1 for lp in pairs["langs"]]]
-    cross = pairs[[covered[lp] and len(set(lp.split("-"))) == 2 for lp in pairs["langs"]]]
-    groups.update({"same_language": same, "cross_language": cross})
-    for name, g in groups.items():
-        if len(g):
-            labels, scores = g["label"].to_numpy(), g["cosine"].to_numpy()
-            sweeps[name] = sweep(labels, scores, g["conflict"].to_numpy(bool))
-            unguarded[name] = sweep(labels, scores)
-    chosen = {"same_language": choose(sweeps["same_language"], target) if "same_language" in sweeps else None,
-              "cross_language": choose(sweeps["cross_language"], target) if "cross_language" in sweeps else None}
-    cal = Calibration(resolved.version, resolved.spec_key, list(resolved.spec.languages),
-                      resolved.spec.cross_language, len(pairs), sweeps, unguarded, chosen, covered, scored=pairs)
+    pairs["refusal"] = refusals(pairs, sem.evidence)
+    covered = {lp: _covered(lp, langs, cross) for lp in sorted(pairs["langs"].unique())}
+    sweeps, unguarded, chosen, refused = {}, {}, {}, {}
+    for lp, is_covered in covered.items():
+        g = pairs[pairs["langs"] == lp]
+        labels, scores, vetoed = g["label"].to_numpy(), g["cosine"].to_numpy(), g["refusal"].notna().to_numpy()
+        sweeps[lp], unguarded[lp] = sweep(labels, scores, vetoed), sweep(labels, scores)
+        refused[lp] = {f"{reason} ({'same' if lb else 'different'} event)":
+                       int(((g["refusal"] == reason) & (g["label"] == lb)).sum())
+                       for reason in REASONS for lb in (1, 0)}
+        if is_covered:
+            chosen[lp] = choose(sweeps[lp], target)
+    cal = Calibration(resolved.version, resolved.spec_key, sorted(langs), cross, len(pairs), target, sweeps,
+                      unguarded, chosen, covered, refused, scored=pairs)
     write(cal, Path(output))
     return cal
 
@@ -138,22 +184,59 @@ def at(sw: pd.DataFrame, t: float | None) -> pd.Series | None:
     return sw.iloc[int(np.argmin(np.abs(sw["threshold"].to_numpy() - t)))]
 
 
+def thresholds(cal: Calibration) -> dict:
+    """The conf entry for this model_version: same_language/cross_language plus each language pair's own.
+
+    A covered pair whose target no threshold reaches gets NEVER: its documents are embedded but
+    not linked, and the note in the report says so.
+    """
+    per_pair = {lp: (NEVER if t is None else t) for lp, t in cal.chosen.items()}
+    same = [v for lp, v in per_pair.items() if len(set(lp.split("-"))) == 1]
+    cross = [v for lp, v in per_pair.items() if len(set(lp.split("-"))) == 2]
+    out: dict = {"same_language": max(same) if same else NEVER}
+    if cal.cross_language:
+        out["cross_language"] = max(cross) if cross else NEVER
+    out["pairs"] = per_pair
+    return out
+
+
 def snippet(cal: Calibration) -> str:
-    thr = {k: v for k, v in cal.chosen.items() if v is not None and (k == "same_language" or cal.cross_language)}
-    inner = ", ".join(f"{k}: {v:.2f}" for k, v in thr.items())
-    return (f"# newsdedup calibrate ({cal.pairs} labelled pairs, target precision {TARGET_PRECISION})\n"
+    thr = thresholds(cal)
+    pairs = ", ".join(f"{k}: {v:.2f}" for k, v in sorted(thr.pop("pairs").items()))
+    inner = ", ".join(f"{k}: {v:.2f}" for k, v in thr.items()) + (f", pairs: {{{pairs}}}" if pairs else "")
+    return (f"# newsdedup calibrate ({cal.pairs} labelled pairs, target precision {cal.target})\n"
             f"semantic:\n  models:\n    {cal.spec_key}:\n      calibrated:\n        {cal.version}: {{{inner}}}\n")
+
+
+def summary(cal: Calibration) -> dict[str, dict]:
+    """Per language pair at its chosen threshold: counts, precision and recall with 95% intervals."""
+    out = {}
+    for lp, sw in cal.sweeps.items():
+        t = cal.chosen.get(lp)
+        pos = int(sw["tp"].iloc[0] + sw["fn"].iloc[0])
+        neg = int(((cal.scored["langs"] == lp) & (cal.scored["label"] == 0)).sum())
+        row = {"pairs": pos + neg, "same_event": pos, "different_event": neg, "covered": cal.covered[lp],
+               "threshold": t}
+        if t is not None:
+            r = at(sw, t)
+            tp, fp, fn = int(r["tp"]), int(r["fp"]), int(r["fn"])
+            row.update(tp=tp, fp=fp, fn=fn, precision=r["precision"], precision_ci=wilson(tp, tp + fp),
+                       recall=r["recall"], recall_ci=wilson(tp, tp + fn),
+                       different_event_linked_ci=wilson(fp, neg))
+        out[lp] = row
+    return out
 
 
 def write(cal: Calibration, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"model_version": cal.version, "model": cal.spec_key, "pairs": cal.pairs, "chosen": cal.chosen,
-           "covered": cal.covered, "sweeps": {k: v.to_dict("records") for k, v in cal.sweeps.items()},
+    doc = {"model_version": cal.version, "model": cal.spec_key, "pairs": cal.pairs, "target": cal.target,
+           "chosen": cal.chosen, "thresholds": thresholds(cal), "covered": cal.covered,
+           "summary": summary(cal), "refused": cal.refused,
+           "sweeps": {k: v.to_dict("records") for k, v in cal.sweeps.items()},
            "unguarded": {k: v.to_dict("records") for k, v in cal.unguarded.items()}}
     (out / "calibration.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    if all(v is not None for k, v in cal.chosen.items() if k == "same_language"):
-        (out / "calibration.yaml").write_text(snippet(cal), encoding="utf-8")
-        cal.files["yaml"] = str(out / "calibration.yaml")
+    (out / "calibration.yaml").write_text(snippet(cal), encoding="utf-8")
+    cal.files["yaml"] = str(out / "calibration.yaml")
     cal.files["json"] = str(out / "calibration.json")
     cal.files["png"] = str(plot(cal, out / "calibration.png"))
 
@@ -164,16 +247,15 @@ def plot(cal: Calibration, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [n for n in cal.sweeps if n not in ("same_language", "cross_language")]
+    names = list(cal.sweeps)
     fig, axes = plt.subplots(2, len(names), figsize=(4.2 * len(names), 7), squeeze=False)
     for i, name in enumerate(names):
         sw, ax = cal.sweeps[name], axes[0][i]
         ax.plot(sw["threshold"], sw["precision"], label="precision")
         ax.plot(sw["threshold"], sw["recall"], label="recall")
-        ax.plot(sw["threshold"], cal.unguarded[name]["precision"], ":", label="precision, no number guard")
-        chosen = cal.chosen["cross_language" if len(set(name.split("-"))) == 2 else "same_language"]
-        if chosen is not None and cal.covered[name]:
-            ax.axvline(chosen, color="k", lw=0.8)
+        ax.plot(sw["threshold"], cal.unguarded[name]["precision"], ":", label="precision, cosine alone")
+        if cal.chosen.get(name) is not None:
+            ax.axvline(cal.chosen[name], color="k", lw=0.8)
         ax.set_title(f"{name}" + ("" if cal.covered[name] else " (not covered: never compared)"), fontsize=9)
         ax.set_xlabel("cosine threshold")
         ax.legend(fontsize=7)
@@ -190,21 +272,35 @@ def plot(cal: Calibration, path: Path) -> Path:
     return path
 
 
+def _ci(ci: tuple[float, float]) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
 def report_text(cal: Calibration) -> str:
     lines = [f"model_version {cal.version} ({cal.spec_key}: languages {', '.join(cal.languages)}; "
-             f"cross-language {'yes' if cal.cross_language else 'no'}); {cal.pairs} labelled pairs"]
+             f"cross-language {'yes' if cal.cross_language else 'no'}); {cal.pairs} labelled pairs; "
+             f"target precision {cal.target}"]
+    summ = summary(cal)
     for name, sw in cal.sweeps.items():
-        note = "" if cal.covered.get(name, True) else "  (not covered: stage 4 never compares these)"
-        pos = int(sw["tp"].iloc[0] + sw["fn"].iloc[0])
-        lines.append(f"\n{name}: {pos} same-event pairs{note}")
-        lines.append("threshold  precision  recall  f1     fp  fn   precision(no number guard)")
+        s = summ[name]
+        note = "" if cal.covered[name] else "  (not covered: stage 4 never compares these)"
+        lines.append(f"\n{name}: {s['same_event']} same-event, {s['different_event']} different-event pairs{note}")
+        lines.append("threshold  precision  recall  f1     fp  fn   precision(cosine alone)  fp(cosine alone)")
         for t in np.round(np.arange(0.50, 1.0, 0.05), 2):
             r, u = at(sw, t), at(cal.unguarded[name], t)
             lines.append(f"{t:9.2f}  {r['precision']:9.3f}  {r['recall']:6.3f}  {r['f1']:.3f}  {int(r['fp']):3d} "
-                         f"{int(r['fn']):3d}   {u['precision']:.3f}")
-    for k, v in cal.chosen.items():
-        if k == "cross_language" and not cal.cross_language:
+                         f"{int(r['fn']):3d}   {u['precision']:.3f}                    {int(u['fp']):3d}")
+        refused = {k: v for k, v in cal.refused[name].items() if v}
+        if refused:
+            lines.append("evidence refused (any cosine): " + ", ".join(f"{k} {v}" for k, v in refused.items()))
+        if not cal.covered[name]:
             continue
-        lines.append(f"\nchosen {k}: " + ("none reaches the target precision" if v is None else f"{v:.2f}"))
+        if s["threshold"] is None:
+            lines.append(f"chosen {name}: none reaches precision {cal.target}: not linked ({NEVER})")
+        else:
+            lines.append(f"chosen {name}: {s['threshold']:.2f}  precision {s['precision']:.3f} "
+                         f"{_ci(s['precision_ci'])}  recall {s['recall']:.3f} {_ci(s['recall_ci'])}  "
+                         f"different events linked {s['fp']}/{s['different_event']} "
+                         f"{_ci(s['different_event_linked_ci'])}")
     lines.append("\nwrote " + ", ".join(cal.files.values()))
     return "\n".join(lines)
