@@ -74,6 +74,19 @@ STORIES = [
 ]
 
 
+# Written by the team (not a copy of any article): the rate decision of STORIES[0] told in other words,
+# with the same facts (Monday, 50 basis points, 8.5 percent, Bangladesh Bank).
+INDEPENDENT = (
+    "Bangladesh Bank lifts policy rate to 8.5 percent to fight inflation",
+    "The central bank raised its key policy rate by 50 basis points to 8.5 percent on Monday, its third hike in "
+    "the current fiscal year, in a bid to bring down inflation that has stayed above nine percent on high food and "
+    "fuel prices. Announcing the monetary policy decision, the governor said Bangladesh Bank would continue to "
+    "tighten until prices came under control. Bankers expect deposit and lending rates to go up within weeks. "
+    "Analysts said the hike had been anticipated since the taka lost ground against the dollar last month, while "
+    "trade bodies said costlier loans would put more pressure on small factories already hit by gas and power "
+    "shortages.")
+
+
 def main() -> None:
     rows: list[dict] = []
     next_id = 1
@@ -108,6 +121,12 @@ def main() -> None:
                  "source": "unknown", "lang": None})
     rows.append({"id": next_id + 1, "url": None, "title": None, "body": None, "published_at": None,
                  "source": "unknown", "lang": None})
+    next_id += 2
+
+    # The same event written independently by another outlet, three hours after the original:
+    # no URL, text or near-text in common, so only stage 4 can link it (run_sample.sh prints the link).
+    add("en", "newage", "https://www.newagebd.net/post/economy/bangladesh-bank-lifts-policy-rate",
+        INDEPENDENT[0], INDEPENDENT[1], 3, "en")
 
     schema = pa.schema([("id", pa.int64()), ("url", pa.string()), ("title", pa.string()),
                         ("body", pa.string()), ("published_at", pa.timestamp("us", tz="UTC")),

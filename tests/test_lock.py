@@ -100,6 +100,6 @@ def test_a_concurrent_second_run_fails_fast_and_the_first_is_intact(spark, tmp_p
     finally:
         if first.poll() is None:
             first.kill()
-    assert store.read(spark, str(out), "documents").count() == 37
+    assert store.read(spark, str(out), "documents").count() == 38
     assert len(list((out / "reports").glob("*.json"))) == 1
     assert not (out / lock.LOCK_NAME).exists()

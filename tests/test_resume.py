@@ -118,7 +118,7 @@ def test_killed_in_stage_3_and_in_the_delta_write_then_resumed(spark, conf, tmp_
     assert [r[0] for r in links.select("run_id").distinct().collect()] == [run_id]
     assert links.select("linked_at").distinct().count() == 1
     docs = store.read(spark, str(out), "documents")
-    assert docs.count() == docs.select("id").distinct().count() == 37
+    assert docs.count() == docs.select("id").distinct().count() == 38
     assert store.read(spark, str(out), "runs").where(F.col("run_id") == run_id).count() == 1
     # Finished: the intermediate frames are gone, the markers stay; resuming again is refused.
     assert sorted(p.name for p in (out / "_runs" / run_id).iterdir()) == ["_steps"]

@@ -20,6 +20,7 @@ under semantic.models.<model>.calibrated.<model_version>.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -38,7 +39,8 @@ from ..stages.semantic_search import lang_pair
 if TYPE_CHECKING:
     from ..config import EvidenceConfig, SemanticConfig
 
-GRID = np.round(np.arange(0.30, 1.0001, 0.01), 2)
+# Steps of 0.005: some models (multilingual-e5) place every pair of one language within a few hundredths.
+GRID = np.round(np.arange(0.30, 1.0001, 0.005), 3)
 TARGET_PRECISION = 1.0
 # Above every cosine: a language pair whose target no threshold reaches is, in effect, not linked.
 NEVER = 1.0
@@ -67,6 +69,7 @@ class Calibration:
     chosen: dict[str, float | None]                # language pair -> threshold (None: not covered)
     covered: dict[str, bool]
     refused: dict[str, dict[str, int]]             # language pair -> reason -> labelled pairs refused
+    heldout: dict[str, dict[str, int]]             # language pair -> tp/fp/fn of thresholds chosen on other folds
     files: dict[str, str] = field(default_factory=dict)
     scored: pd.DataFrame | None = None
 
@@ -141,6 +144,27 @@ def choose(sw: pd.DataFrame, target: float = TARGET_PRECISION) -> float | None:
     return float(hits.iloc[0]) if len(hits) else None
 
 
+def heldout(g: pd.DataFrame, target: float, folds: int = 2) -> dict[str, int]:
+    """tp, fp, fn of thresholds chosen on the other folds, counted on each fold in turn.
+
+    The chosen threshold is fitted to the pairs it is measured on; this says how it does on
+    pairs it was not chosen on. Folds by a stable hash of pair_id (the row number without one).
+    """
+    keys = g["pair_id"].astype(str) if "pair_id" in g else pd.Series(range(len(g)), index=g.index).astype(str)
+    fold = keys.map(lambda k: int(hashlib.sha256(k.encode()).hexdigest(), 16) % folds)
+    out = {"tp": 0, "fp": 0, "fn": 0}
+    for f in range(folds):
+        train, test = g[fold != f], g[fold == f]
+        t = choose(sweep(train["label"].to_numpy(), train["cosine"].to_numpy(), train["refusal"].notna().to_numpy()),
+                   target)
+        t = NEVER if t is None else t
+        pred = (test["cosine"] >= t) & test["refusal"].isna()
+        out["tp"] += int((pred & (test["label"] == 1)).sum())
+        out["fp"] += int((pred & (test["label"] == 0)).sum())
+        out["fn"] += int((~pred & (test["label"] == 1)).sum())
+    return out
+
+
 def _covered(lp: str, languages: set[str], cross: bool) -> bool:
     a, b = lp.split("-")
     return {a, b} <= languages and (a == b or cross)
@@ -162,7 +186,7 @@ def run(sem: "SemanticConfig", pairs_path: str, output: str, *, model: str | Non
     pairs["cosine"] = cosines(emb.model_for(resolved.sem), pairs, resolved.sem.batch_size)
     pairs["refusal"] = refusals(pairs, sem.evidence)
     covered = {lp: _covered(lp, langs, cross) for lp in sorted(pairs["langs"].unique())}
-    sweeps, unguarded, chosen, refused = {}, {}, {}, {}
+    sweeps, unguarded, chosen, refused, held = {}, {}, {}, {}, {}
     for lp, is_covered in covered.items():
         g = pairs[pairs["langs"] == lp]
         labels, scores, vetoed = g["label"].to_numpy(), g["cosine"].to_numpy(), g["refusal"].notna().to_numpy()
@@ -172,8 +196,9 @@ def run(sem: "SemanticConfig", pairs_path: str, output: str, *, model: str | Non
                        for reason in REASONS for lb in (1, 0)}
         if is_covered:
             chosen[lp] = choose(sweeps[lp], target)
+            held[lp] = heldout(g, target)
     cal = Calibration(resolved.version, resolved.spec_key, sorted(langs), cross, len(pairs), target, sweeps,
-                      unguarded, chosen, covered, refused, scored=pairs)
+                      unguarded, chosen, covered, refused, held, scored=pairs)
     write(cal, Path(output))
     return cal
 
@@ -202,8 +227,8 @@ def thresholds(cal: Calibration) -> dict:
 
 def snippet(cal: Calibration) -> str:
     thr = thresholds(cal)
-    pairs = ", ".join(f"{k}: {v:.2f}" for k, v in sorted(thr.pop("pairs").items()))
-    inner = ", ".join(f"{k}: {v:.2f}" for k, v in thr.items()) + (f", pairs: {{{pairs}}}" if pairs else "")
+    pairs = ", ".join(f"{k}: {round(v, 3)}" for k, v in sorted(thr.pop("pairs").items()))
+    inner = ", ".join(f"{k}: {round(v, 3)}" for k, v in thr.items()) + (f", pairs: {{{pairs}}}" if pairs else "")
     return (f"# newsdedup calibrate ({cal.pairs} labelled pairs, target precision {cal.target})\n"
             f"semantic:\n  models:\n    {cal.spec_key}:\n      calibrated:\n        {cal.version}: {{{inner}}}\n")
 
@@ -223,6 +248,12 @@ def summary(cal: Calibration) -> dict[str, dict]:
             row.update(tp=tp, fp=fp, fn=fn, precision=r["precision"], precision_ci=wilson(tp, tp + fp),
                        recall=r["recall"], recall_ci=wilson(tp, tp + fn),
                        different_event_linked_ci=wilson(fp, neg))
+        if lp in cal.heldout:
+            h = cal.heldout[lp]
+            row["heldout"] = {**h, "precision": h["tp"] / (h["tp"] + h["fp"]) if h["tp"] + h["fp"] else 1.0,
+                              "recall": h["tp"] / (h["tp"] + h["fn"]) if h["tp"] + h["fn"] else 0.0,
+                              "precision_ci": wilson(h["tp"], h["tp"] + h["fp"]),
+                              "recall_ci": wilson(h["tp"], h["tp"] + h["fn"])}
         out[lp] = row
     return out
 
@@ -298,9 +329,14 @@ def report_text(cal: Calibration) -> str:
         if s["threshold"] is None:
             lines.append(f"chosen {name}: none reaches precision {cal.target}: not linked ({NEVER})")
         else:
-            lines.append(f"chosen {name}: {s['threshold']:.2f}  precision {s['precision']:.3f} "
+            lines.append(f"chosen {name}: {round(s['threshold'], 3)}  precision {s['precision']:.3f} "
                          f"{_ci(s['precision_ci'])}  recall {s['recall']:.3f} {_ci(s['recall_ci'])}  "
                          f"different events linked {s['fp']}/{s['different_event']} "
                          f"{_ci(s['different_event_linked_ci'])}")
+        if "heldout" in s:
+            h = s["heldout"]
+            lines.append(f"held out (threshold chosen on the other half, 2 folds): precision {h['precision']:.3f} "
+                         f"{_ci(h['precision_ci'])}  recall {h['recall']:.3f} {_ci(h['recall_ci'])}  "
+                         f"different events linked {h['fp']}")
     lines.append("\nwrote " + ", ".join(cal.files.values()))
     return "\n".join(lines)
