@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -151,23 +153,34 @@ def test_number_guard_reads_numbers_in_both_scripts():
 def test_fallback_to_the_packaged_model_with_its_calibrated_thresholds(tmp_path):
     default = load_config().semantic  # BAAI/bge-m3, absent here (HF_HUB_OFFLINE, empty hub cache)
     assert not emb.weights_present("BAAI/bge-m3")
+    # On a CPU run (no GPU here, none asked of Spark) backend auto is onnx-int8: its own version,
+    # found under the model's entry, with its own calibrated threshold and the entry's 128 tokens.
     model = emb.resolve(default)
-    assert model.fallback and model.version == VERSION and model.spec_key == "all-MiniLM-L6-v2"
+    assert model.fallback and model.version == VERSION + "+onnx-int8" and model.spec_key == "all-MiniLM-L6-v2"
+    assert model.sem.backend == "onnx-int8" and model.sem.max_seq_length == 128
     assert model.spec.languages == ["en"] and model.cross_threshold() is None
-    assert model.thresholds_source == "calibrated"
-    assert "model_version=all-MiniLM-L6-v2@gt-0.1.0" in model.describe()
+    assert model.thresholds_source == "calibrated" and model.thresholds.same_language == pytest.approx(0.62)
+    assert f"model_version={VERSION}+onnx-int8" in model.describe()
+    torch_run = emb.resolve(dataclasses.replace(default, backend="torch"))
+    assert torch_run.version == VERSION and torch_run.thresholds.same_language == pytest.approx(0.60)
+    # A GPU run stays on torch (and so on the fp32 version tag).
+    assert emb.resolve(default, gpu=True).version == VERSION
     # BGE-M3 weights present (a local directory named like the model): it runs, en+bn, across languages.
     bge = tmp_path / "bge-m3"
     bge.mkdir()
     model = emb.resolve(load_config(overrides={"semantic": {"model": str(bge)}}).semantic)
-    assert not model.fallback and model.version == "bge-m3@unpinned" and model.spec_key == "BAAI/bge-m3"
+    assert not model.fallback and model.version == "bge-m3@unpinned+onnx-int8" and model.spec_key == "BAAI/bge-m3"
     assert model.spec.languages == ["en", "bn"] and model.cross_threshold() == pytest.approx(0.80)
-    assert model.thresholds_source == "explicit (not calibrated)"
+    assert model.thresholds_source == "explicit (not calibrated)" and model.sem.max_seq_length == 512
+    # An explicit tag gets the suffix once, and the suffixed tag still finds its entry.
+    tagged = emb.resolve(load_config(overrides={"semantic": {"model": str(bge), "model_version": "bge-m3@v2+onnx-int8"}}
+                                     ).semantic)
+    assert tagged.version == "bge-m3@v2+onnx-int8" and tagged.spec_key == "BAAI/bge-m3"
 
 
 def test_a_model_version_without_calibrated_thresholds_is_refused_unless_given(capsys, tmp_path):
     sem = {"model": MODEL_DIR, "model_version": "all-MiniLM-L6-v2@retrained", "thresholds": None}
-    with pytest.raises(emb.ThresholdsMissing, match="'all-MiniLM-L6-v2@retrained' has no calibrated thresholds"):
+    with pytest.raises(emb.ThresholdsMissing, match=r"'all-MiniLM-L6-v2@retrained(\+onnx-int8)?' has no calibrated thresholds"):
         emb.resolve(load_config(overrides={"semantic": sem}).semantic)
     explicit = emb.resolve(load_config(overrides={"semantic": {**sem, "thresholds": {"same_language": 0.7}}}).semantic)
     assert explicit.thresholds.same_language == 0.7 and explicit.thresholds_source == "explicit"
@@ -176,7 +189,7 @@ def test_a_model_version_without_calibrated_thresholds_is_refused_unless_given(c
                        with_thresholds=False).spec_key == "all-MiniLM-L6-v2"
     # ... an unknown model must declare its languages first.
     (tmp_path / "e5-small").mkdir()
-    with pytest.raises(ConfigError, match="semantic.models: no entry for model_version 'e5-small@unpinned'"):
+    with pytest.raises(ConfigError, match=r"semantic.models: no entry for model_version 'e5-small@unpinned(\+onnx-int8)?'"):
         emb.resolve(load_config(overrides={"semantic": {"model": str(tmp_path / "e5-small")}}).semantic)
     # The command line: one line, exit code 2, before any Spark work (the input does not even exist).
     bad = tmp_path / "c.yaml"

@@ -81,17 +81,31 @@ def _task_gpus() -> tuple[str, ...]:
     return tuple(resources["gpu"].addresses) if "gpu" in resources else ()
 
 
+def _task_cpus() -> int:
+    """spark.task.cpus of the running task (1 outside a task): the threads one task may use."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return max(1, int(ctx.cpus())) if ctx is not None else 1
+
+
 def embed(texts: DataFrame, sem: "SemanticConfig", version: str) -> DataFrame:
-    """Embed texts (id, text, text_hash; no empty text) on the executors; EMBEDDINGS_SCHEMA rows."""
-    batch_size = sem.batch_size
+    """Embed texts (id, text, text_hash; no empty text) on the executors; EMBEDDINGS_SCHEMA rows.
+
+    sem should be resolved (emb.resolve): its backend is then fixed, and every
+    executor writes vectors of `version`. One model per Python worker (a
+    per-process cache); on CPU it uses semantic.cpu_threads threads, else
+    spark.task.cpus (one thread per task slot by default).
+    """
+    batch_size, batch_tokens = sem.batch_size, sem.batch_tokens
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         model = None  # loaded on the first non-empty batch: idle tasks load nothing
         for pdf in batches:
             if pdf.empty:
                 continue
-            model = model or emb.model_for(sem, _task_gpus())
-            vecs = emb.encode(model, pdf["text"].tolist(), batch_size)
+            model = model or emb.model_for(sem, _task_gpus(), cpu_threads=_task_cpus())
+            vecs = emb.encode(model, pdf["text"].tolist(), batch_size, batch_tokens)
             yield pd.DataFrame({"id": pdf["id"], "text_hash": pdf["text_hash"], "embedding": list(vecs)})
 
     src = texts.select("id", "text", "text_hash")
