@@ -212,6 +212,7 @@ class SemanticStage:
         edges = report.timed("semantic.search", lambda: clustering.cut_lineage(edges))
         report.counts["semantic.search_tasks"] = n_tasks
         report.counts["semantic.pairs"] = edges.count()
+        report.counts.update(search.pairs_by_language(edges, meta, spec.languages))  # semantic.pairs.en-bn, ...
         report.counts["semantic.number_guard_dropped"] = edges.where("conflict").count()
         vertices = texts.select("id", order_key().alias("key"))
         links = report.timed("semantic.cluster", lambda: clustering.earliest_canonical_links(

@@ -170,3 +170,25 @@ def semantic_edges(meta: DataFrame, sem: "SemanticConfig", same_thr: float,
 
     edges = tasks.groupBy("task").applyInPandas(score, EDGE_SCHEMA)
     return edges, len({row[0] for row in plan})
+
+
+# ---------------------------------------------------------------- counting
+
+def pairs_by_language(edges: DataFrame, meta: DataFrame, languages: Sequence[str] = ()) -> dict[str, int]:
+    """{'semantic.pairs.en-bn': n, ...}: edges (candidate pairs, before the number guard) per language pair.
+
+    A pair's languages are written in the order of `languages` (the model's
+    semantic.models entry), others alphabetically after them: en-en, en-bn, bn-bn.
+    """
+    order = {lang: i for i, lang in enumerate(languages)}
+    langs = meta.select("id", F.coalesce("lang", F.lit("")).alias("lang"))
+    rows = (edges.select("a", "b")
+            .join(langs.withColumnRenamed("id", "a").withColumnRenamed("lang", "la"), "a")
+            .join(langs.withColumnRenamed("id", "b").withColumnRenamed("lang", "lb"), "b")
+            .groupBy("la", "lb").count().collect())
+    counts: dict[str, int] = {}
+    for r in rows:
+        pair = sorted((r["la"], r["lb"]), key=lambda x: (order.get(x, len(order)), x))
+        key = f"semantic.pairs.{pair[0] or 'unknown'}-{pair[1] or 'unknown'}"
+        counts[key] = counts.get(key, 0) + int(r["count"])
+    return counts
