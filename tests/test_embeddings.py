@@ -199,3 +199,76 @@ def test_a_model_version_without_calibrated_thresholds_is_refused_unless_given(c
     code = cli.main(["run", "--input", str(tmp_path / "missing"), "--output", str(tmp_path / "o"), "--conf", str(bad)])
     assert code == 2 and "has no calibrated thresholds" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- encoding: batches, dtype, backends
+
+def test_token_budget_batches_longest_first_and_cover_every_text_once():
+    lengths = np.array([10, 500, 40, 500, 7, 120, 300])
+    batches = emb.plan_batches(lengths, batch_size=3, batch_tokens=1000)
+    assert sorted(int(i) for b in batches for i in b) == list(range(7))
+    for b in batches:
+        assert len(b) <= 3 and (len(b) == 1 or len(b) * lengths[b].max() <= 1000)
+    assert [list(lengths[b]) for b in batches] == [[500, 500], [300, 120, 40], [10, 7]]
+    assert [len(b) for b in emb.plan_batches(np.array([900, 800]), 8, 100)] == [1, 1]  # one text over budget
+
+
+def test_encode_restores_the_input_order_whatever_the_batching(model):
+    """Texts of very different lengths, tiny token budgets: every row is its own text's vector."""
+    keys = ["flood", "metro_a", "derby_rematch", "bn_metro", "other_game", "metro_b"]
+    texts = [text(k)[: 40 + 60 * i] for i, k in enumerate(keys)]
+    ref = np.stack([emb.encode(model, [t])[0] for t in texts])          # one at a time: no batching at all
+    for batch_size, budget in ((2, 64), (16, 100000), (3, 300)):
+        vecs = emb.encode(model, texts, batch_size, budget)
+        assert np.allclose(vecs, ref, atol=1e-5), (batch_size, budget)
+    # and what sentence-transformers' own encode gives
+    st = model.st.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    assert np.min(np.sum(st * ref, axis=1)) > 0.99999
+
+
+def test_dtype_auto_is_bf16_on_cuda_fp32_on_cpu_and_bf16_vectors_stay_close():
+    assert emb.resolve_dtype("auto", "cuda:0") == "bf16" and emb.resolve_dtype("auto", "cpu") == "fp32"
+    assert emb.resolve_dtype("fp16", "cuda") == "fp16" and emb.resolve_dtype("auto", "cpu", "onnx-int8") == "fp32"
+    with pytest.raises(emb.EmbeddingConfigError, match="needs backend torch"):
+        emb.resolve_dtype("bf16", "cpu", "onnx")
+    # The low-precision path (what CUDA runs), exercised on CPU: the weights really are bf16.
+    low = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, dtype="bf16")
+    full = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, dtype="fp32")
+    assert next(low.st.parameters()).dtype.__str__() == "torch.bfloat16" and low.dtype == "bf16"
+    texts = [text(k) for k in ("metro_a", "derby", "flood")]
+    a, b = emb.encode(low, texts), emb.encode(full, texts)
+    assert a.dtype == np.float32 and np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    cos = np.sum(a * b, axis=1)
+    assert cos.min() > 0.99 and not np.allclose(a, b, atol=1e-6)
+
+
+def test_onnx_int8_backend_is_exported_once_and_close_to_fp32(tmp_path, monkeypatch):
+    texts = [text(k) for k in ("metro_a", "metro_b", "derby", "other_game", "flood")]
+    ref = emb.encode(emb.load_model(MODEL_DIR, "cpu", max_seq_length=128), texts)
+    int8 = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, backend="onnx-int8", cache_dir=str(tmp_path),
+                          cpu_threads=1)
+    assert int8.session is not None and int8.onnx_path.startswith(str(tmp_path / "onnx"))
+    vecs = emb.encode(int8, texts)
+    cos = np.sum(vecs * ref, axis=1)
+    assert cos.min() > 0.98 and not np.allclose(vecs, ref, atol=1e-4)   # close to fp32, but other vectors
+    fp32 = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, backend="onnx", cache_dir=str(tmp_path))
+    assert np.allclose(emb.encode(fp32, texts), ref, atol=1e-4)
+    # Another process (the per-process cache emptied) reuses the export instead of exporting again.
+    monkeypatch.setattr(emb, "_MODELS", {})
+    monkeypatch.setattr(emb, "_export", lambda *a: pytest.fail("exported twice"))
+    again = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, backend="onnx-int8", cache_dir=str(tmp_path))
+    assert again.onnx_path == int8.onnx_path and np.allclose(emb.encode(again, texts), vecs, atol=1e-6)
+
+
+def test_backend_auto_and_versions():
+    cpu = SemanticConfig(model=MODEL_DIR, device="cpu")
+    assert emb.backend_for(cpu) == "onnx-int8" and emb.backend_for(dataclasses.replace(cpu, device="cuda")) == "torch"
+    assert emb.backend_for(dataclasses.replace(cpu, device="auto"), gpu=True) == "torch"
+    assert emb.backend_for(dataclasses.replace(cpu, backend="onnx")) == "onnx"
+    assert emb.with_backend("m@1", "onnx-int8") == "m@1+onnx-int8" == emb.with_backend("m@1+onnx-int8", "onnx-int8")
+    assert emb.with_backend("m@1", "torch") == "m@1"
+    sem = load_config().semantic
+    assert sem.model_spec("bge-m3@v2+onnx-int8")[0] == "BAAI/bge-m3"
+    assert sem.model_spec("all-MiniLM-L6-v2@gt-0.1.0+onnx")[0] == "all-MiniLM-L6-v2"
+    with pytest.raises(ConfigError, match="semantic.backend"):
+        load_config(overrides={"semantic": {"backend": "tensorrt"}})

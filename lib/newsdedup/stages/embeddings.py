@@ -26,6 +26,7 @@ import re
 import shutil
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -453,7 +454,8 @@ def _export(st, out: Path) -> None:
     try:
         if attn is not None:
             hf.config._attn_implementation = "eager"
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # the tracer's notes on shapes it fixes; checked by the tests
             torch.onnx.export(Body(hf.float()).eval(), tuple(example[n] for n in names), str(out),
                               input_names=names, output_names=["token_embeddings"], dynamic_axes=axes,
                               opset_version=17, dynamo=False)
