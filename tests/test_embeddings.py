@@ -268,7 +268,7 @@ def test_backend_auto_and_versions():
     assert emb.with_backend("m@1", "onnx-int8") == "m@1+onnx-int8" == emb.with_backend("m@1+onnx-int8", "onnx-int8")
     assert emb.with_backend("m@1", "torch") == "m@1"
     sem = load_config().semantic
-    assert sem.model_spec("bge-m3@v2+onnx-int8")[0] == "BAAI/bge-m3"
+    assert sem.model_spec("bge-m3@v2+onnx-int8")[0] == "BAAI/bge-m3" == sem.model_spec("bge-m3+onnx-int8")[0]
     assert sem.model_spec("all-MiniLM-L6-v2@gt-0.1.0+onnx")[0] == "all-MiniLM-L6-v2"
     with pytest.raises(ConfigError, match="semantic.backend"):
         load_config(overrides={"semantic": {"backend": "tensorrt"}})
