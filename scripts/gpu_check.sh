@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Stage-4 GPU check, sized for a few minutes on one GPU. Run from the repository root:
-#   scripts/gpu_check.sh            (small offline model)
-#   MODEL=/models/bge-m3 scripts/gpu_check.sh
-# 1. torch sees CUDA; 2. throughput on cuda (fp16) vs cpu; 3. the Spark stage-4 tests with device=cuda.
-# Record the cuda docs_per_s (BGE-M3, fp16) in docs/semantic.md; it has not been run on a GPU yet.
+# Stage-4 GPU check, one command from the repository root, a few minutes on one GPU, no downloads:
+#   scripts/gpu_check.sh                    # BGE-M3's shape (random weights), bf16 and fp16 vs fp32
+#   scripts/gpu_check.sh --tiny --device cpu   # the same code path on a 2-layer model (what CI runs)
+# Prints a JSON summary; with OUT set it is also written to $OUT/gpu_check.json (scripts/gpu_check.py).
+# Needs torch, transformers and sentence-transformers; pyspark is not needed. RUN_TESTS=1 also runs
+# the stage-4 Spark tests on CUDA when pyspark is installed.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 . .venv/bin/activate 2>/dev/null || true
-export HF_HUB_OFFLINE=1
-MODEL_ARG=${MODEL:+--model "$MODEL"}
-python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device visible'; print('cuda', torch.cuda.get_device_name(0))"
-timeout 240 python scripts/embed_throughput.py --device cuda --fp16 --docs 4096 --batch-size 128 $MODEL_ARG
-timeout 120 python scripts/embed_throughput.py --device cpu --docs 256 $MODEL_ARG
-NEWSDEDUP_TEST_DEVICE=cuda timeout 300 python -m pytest -q tests/test_embeddings.py tests/test_semantic.py -x
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+PY=${PYTHON:-python}
+timeout 290 "$PY" scripts/gpu_check.py "$@"
+if [[ "${RUN_TESTS:-0}" == 1 ]]; then
+  if "$PY" -c "import pyspark" 2>/dev/null; then
+    NEWSDEDUP_TEST_DEVICE=cuda PYTHONPATH=lib timeout 600 "$PY" -m pytest -q tests/test_embeddings.py tests/test_semantic.py -x
+  else
+    echo "gpu_check: pyspark is not installed here; the Spark stage-4 tests were not run" >&2
+  fi
+fi

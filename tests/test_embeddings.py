@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -150,23 +152,34 @@ def test_block_plan_covers_every_pair_of_blocks_exactly_once():
 def test_fallback_to_the_packaged_model_with_its_calibrated_thresholds(tmp_path):
     default = load_config().semantic  # BAAI/bge-m3, absent here (HF_HUB_OFFLINE, empty hub cache)
     assert not emb.weights_present("BAAI/bge-m3")
+    # On a CPU run (no GPU here, none asked of Spark) backend auto is onnx-int8: its own version,
+    # found under the model's entry, with its own calibrated threshold and the entry's 128 tokens.
     model = emb.resolve(default)
-    assert model.fallback and model.version == VERSION and model.spec_key == "all-MiniLM-L6-v2"
+    assert model.fallback and model.version == VERSION + "+onnx-int8" and model.spec_key == "all-MiniLM-L6-v2"
+    assert model.sem.backend == "onnx-int8" and model.sem.max_seq_length == 128
     assert model.spec.languages == ["en"] and model.cross_threshold() is None
-    assert model.thresholds_source == "calibrated"
-    assert "model_version=all-MiniLM-L6-v2@gt-0.1.0" in model.describe()
+    assert model.thresholds_source == "calibrated" and model.thresholds.same_language == pytest.approx(0.62)
+    assert f"model_version={VERSION}+onnx-int8" in model.describe()
+    torch_run = emb.resolve(dataclasses.replace(default, backend="torch"))
+    assert torch_run.version == VERSION and torch_run.thresholds.same_language == pytest.approx(0.60)
+    # A GPU run stays on torch (and so on the fp32 version tag).
+    assert emb.resolve(default, gpu=True).version == VERSION
     # BGE-M3 weights present (a local directory named like the model): it runs, en+bn, across languages.
     bge = tmp_path / "bge-m3"
     bge.mkdir()
     model = emb.resolve(load_config(overrides={"semantic": {"model": str(bge)}}).semantic)
-    assert not model.fallback and model.version == "bge-m3@unpinned" and model.spec_key == "BAAI/bge-m3"
+    assert not model.fallback and model.version == "bge-m3@unpinned+onnx-int8" and model.spec_key == "BAAI/bge-m3"
     assert model.spec.languages == ["en", "bn"] and model.cross_threshold() == pytest.approx(0.80)
-    assert model.thresholds_source == "explicit (not calibrated)"
+    assert model.thresholds_source == "explicit (not calibrated)" and model.sem.max_seq_length == 512
+    # An explicit tag gets the suffix once, and the suffixed tag still finds its entry.
+    tagged = emb.resolve(load_config(overrides={"semantic": {"model": str(bge), "model_version": "bge-m3@v2+onnx-int8"}}
+                                     ).semantic)
+    assert tagged.version == "bge-m3@v2+onnx-int8" and tagged.spec_key == "BAAI/bge-m3"
 
 
 def test_a_model_version_without_calibrated_thresholds_is_refused_unless_given(capsys, tmp_path):
     sem = {"model": MODEL_DIR, "model_version": "all-MiniLM-L6-v2@retrained", "thresholds": None}
-    with pytest.raises(emb.ThresholdsMissing, match="'all-MiniLM-L6-v2@retrained' has no calibrated thresholds"):
+    with pytest.raises(emb.ThresholdsMissing, match=r"'all-MiniLM-L6-v2@retrained(\+onnx-int8)?' has no calibrated thresholds"):
         emb.resolve(load_config(overrides={"semantic": sem}).semantic)
     explicit = emb.resolve(load_config(overrides={"semantic": {**sem, "thresholds": {"same_language": 0.7}}}).semantic)
     assert explicit.thresholds.same_language == 0.7 and explicit.thresholds_source == "explicit"
@@ -175,7 +188,7 @@ def test_a_model_version_without_calibrated_thresholds_is_refused_unless_given(c
                        with_thresholds=False).spec_key == "all-MiniLM-L6-v2"
     # ... an unknown model must declare its languages first.
     (tmp_path / "e5-small").mkdir()
-    with pytest.raises(ConfigError, match="semantic.models: no entry for model_version 'e5-small@unpinned'"):
+    with pytest.raises(ConfigError, match=r"semantic.models: no entry for model_version 'e5-small@unpinned(\+onnx-int8)?'"):
         emb.resolve(load_config(overrides={"semantic": {"model": str(tmp_path / "e5-small")}}).semantic)
     # The command line: one line, exit code 2, before any Spark work (the input does not even exist).
     bad = tmp_path / "c.yaml"
@@ -185,3 +198,76 @@ def test_a_model_version_without_calibrated_thresholds_is_refused_unless_given(c
     code = cli.main(["run", "--input", str(tmp_path / "missing"), "--output", str(tmp_path / "o"), "--conf", str(bad)])
     assert code == 2 and "has no calibrated thresholds" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- encoding: batches, dtype, backends
+
+def test_token_budget_batches_longest_first_and_cover_every_text_once():
+    lengths = np.array([10, 500, 40, 500, 7, 120, 300])
+    batches = emb.plan_batches(lengths, batch_size=3, batch_tokens=1000)
+    assert sorted(int(i) for b in batches for i in b) == list(range(7))
+    for b in batches:
+        assert len(b) <= 3 and (len(b) == 1 or len(b) * lengths[b].max() <= 1000)
+    assert [list(lengths[b]) for b in batches] == [[500, 500], [300, 120, 40], [10, 7]]
+    assert [len(b) for b in emb.plan_batches(np.array([900, 800]), 8, 100)] == [1, 1]  # one text over budget
+
+
+def test_encode_restores_the_input_order_whatever_the_batching(model):
+    """Texts of very different lengths, tiny token budgets: every row is its own text's vector."""
+    keys = ["flood", "metro_a", "derby_rematch", "bn_metro", "other_game", "metro_b"]
+    texts = [text(k)[: 40 + 60 * i] for i, k in enumerate(keys)]
+    ref = np.stack([emb.encode(model, [t])[0] for t in texts])          # one at a time: no batching at all
+    for batch_size, budget in ((2, 64), (16, 100000), (3, 300)):
+        vecs = emb.encode(model, texts, batch_size, budget)
+        assert np.allclose(vecs, ref, atol=1e-5), (batch_size, budget)
+    # and what sentence-transformers' own encode gives
+    st = model.st.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    assert np.min(np.sum(st * ref, axis=1)) > 0.99999
+
+
+def test_dtype_auto_is_bf16_on_cuda_fp32_on_cpu_and_bf16_vectors_stay_close():
+    assert emb.resolve_dtype("auto", "cuda:0") == "bf16" and emb.resolve_dtype("auto", "cpu") == "fp32"
+    assert emb.resolve_dtype("fp16", "cuda") == "fp16" and emb.resolve_dtype("auto", "cpu", "onnx-int8") == "fp32"
+    with pytest.raises(emb.EmbeddingConfigError, match="needs backend torch"):
+        emb.resolve_dtype("bf16", "cpu", "onnx")
+    # The low-precision path (what CUDA runs), exercised on CPU: the weights really are bf16.
+    low = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, dtype="bf16")
+    full = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, dtype="fp32")
+    assert next(low.st.parameters()).dtype.__str__() == "torch.bfloat16" and low.dtype == "bf16"
+    texts = [text(k) for k in ("metro_a", "derby", "flood")]
+    a, b = emb.encode(low, texts), emb.encode(full, texts)
+    assert a.dtype == np.float32 and np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    cos = np.sum(a * b, axis=1)
+    assert cos.min() > 0.99 and not np.allclose(a, b, atol=1e-6)
+
+
+def test_onnx_int8_backend_is_exported_once_and_close_to_fp32(tmp_path, monkeypatch):
+    texts = [text(k) for k in ("metro_a", "metro_b", "derby", "other_game", "flood")]
+    ref = emb.encode(emb.load_model(MODEL_DIR, "cpu", max_seq_length=128), texts)
+    int8 = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, backend="onnx-int8", cache_dir=str(tmp_path),
+                          cpu_threads=1)
+    assert int8.session is not None and int8.onnx_path.startswith(str(tmp_path / "onnx"))
+    vecs = emb.encode(int8, texts)
+    cos = np.sum(vecs * ref, axis=1)
+    assert cos.min() > 0.98 and not np.allclose(vecs, ref, atol=1e-4)   # close to fp32, but other vectors
+    fp32 = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, backend="onnx", cache_dir=str(tmp_path))
+    assert np.allclose(emb.encode(fp32, texts), ref, atol=1e-4)
+    # Another process (the per-process cache emptied) reuses the export instead of exporting again.
+    monkeypatch.setattr(emb, "_MODELS", {})
+    monkeypatch.setattr(emb, "_export", lambda *a: pytest.fail("exported twice"))
+    again = emb.load_model(MODEL_DIR, "cpu", max_seq_length=128, backend="onnx-int8", cache_dir=str(tmp_path))
+    assert again.onnx_path == int8.onnx_path and np.allclose(emb.encode(again, texts), vecs, atol=1e-6)
+
+
+def test_backend_auto_and_versions():
+    cpu = SemanticConfig(model=MODEL_DIR, device="cpu")
+    assert emb.backend_for(cpu) == "onnx-int8" and emb.backend_for(dataclasses.replace(cpu, device="cuda")) == "torch"
+    assert emb.backend_for(dataclasses.replace(cpu, device="auto"), gpu=True) == "torch"
+    assert emb.backend_for(dataclasses.replace(cpu, backend="onnx")) == "onnx"
+    assert emb.with_backend("m@1", "onnx-int8") == "m@1+onnx-int8" == emb.with_backend("m@1+onnx-int8", "onnx-int8")
+    assert emb.with_backend("m@1", "torch") == "m@1"
+    sem = load_config().semantic
+    assert sem.model_spec("bge-m3@v2+onnx-int8")[0] == "BAAI/bge-m3" == sem.model_spec("bge-m3+onnx-int8")[0]
+    assert sem.model_spec("all-MiniLM-L6-v2@gt-0.1.0+onnx")[0] == "all-MiniLM-L6-v2"
+    with pytest.raises(ConfigError, match="semantic.backend"):
+        load_config(overrides={"semantic": {"backend": "tensorrt"}})

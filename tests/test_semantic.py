@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 from pyspark.sql import functions as F
@@ -155,12 +154,66 @@ def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf
     assert {r["model_version"]: r["count"] for r in versions} == {"old@1": 2, VERSION: 3, "cli@1": 3}
 
 
-@pytest.mark.skipif(not os.environ.get("NEWSDEDUP_BGE_M3"), reason="BGE-M3 weights not available here "
-                    "(set NEWSDEDUP_BGE_M3 to a local copy); all-MiniLM-L6-v2 is English-only")
-def test_bangla_and_english_versions_of_one_story_are_linked_with_bge_m3(spark, conf):
-    docs = spark.createDataFrame([doc(1, "metro_a", 0), doc(2, "bn_metro", 2, lang="bn"), doc(3, "derby", 1)],
+def _tiny_conf(conf, model_dir, tmp_path, same, across, **sem):
+    """Stage 4 with the tiny BGE-M3-kind model: its semantic.models entry covers en and bn, compares across
+    them, and carries the (explicit) thresholds."""
+    models = {"bge-m3-tiny": {"languages": ["en", "bn"], "cross_language": True,
+                              "thresholds": {"same_language": same, "cross_language": across}}}
+    return conf_with(conf, model=model_dir, model_version="bge-m3-tiny@test", max_seq_length=128,
+                     evidence={"enabled": False}, models=models, thresholds=None, cache_dir=str(tmp_path / "cache"),
+                     **sem)
+
+
+@pytest.fixture(scope="module")
+def bilingual(spark):
+    """metro_a (en), its Bangla version an hour later, metro_b (en, reworded) two hours later."""
+    return spark.createDataFrame([doc(1, "metro_a", 0), doc(2, "bn_metro", 1, lang="bn"), doc(3, "metro_b", 2)],
                                  DOC_SCHEMA)
-    c = conf_with(conf, model=os.environ["NEWSDEDUP_BGE_M3"], model_version="bge-m3@test", max_seq_length=512,
-                  thresholds={"same_language": 0.85, "cross_language": 0.80})
-    links, _ = run_stage(spark, docs, c, None)
-    assert set(links) == {(2, 1)}
+
+
+def test_bge_m3_kind_model_embeds_bangla_and_stores_its_version(spark, conf, tiny_bge_m3, bilingual, tmp_path):
+    """The BGE-M3 path (XLM-R, CLS pooling) through Spark with the default backend: Bangla is covered, the
+    vectors are stored under the run's version (on CPU the int8 one), and en-bn pairs are compared."""
+    c = _tiny_conf(conf, tiny_bge_m3, tmp_path, -1.0, -1.0, backend="auto")
+    resolved = emb.resolve(c.semantic)
+    version = resolved.version
+    import torch
+    assert version == ("bge-m3-tiny@test" if torch.cuda.is_available() else "bge-m3-tiny@test+onnx-int8")
+    assert resolved.spec_key == "bge-m3-tiny" and resolved.thresholds_source == "explicit (not calibrated)"
+    out = str(tmp_path / "out")
+    links, report = run_stage(spark, bilingual, c, out)
+    assert report.counts["semantic.language_not_covered"] == 0 and report.counts["semantic.embedded"] == 3
+    assert report.counts["semantic.pairs.en-bn"] == 2 and report.counts["semantic.pairs.en-en"] == 1
+    stored = store.read(spark, out, "embeddings")
+    assert {r[0] for r in stored.select("model_version").distinct().collect()} == {version}
+    assert stored.count() == 3 and stored.select(F.size("embedding")).distinct().first()[0] == 64
+    assert set(links) == {(2, 1), (3, 1)}
+    # The fp32 torch backend is another version: its run re-embeds and stores beside, never mixing.
+    _, again = run_stage(spark, bilingual, _tiny_conf(conf, tiny_bge_m3, tmp_path, -1.0, -1.0, backend="torch"), out)
+    if version != "bge-m3-tiny@test":
+        assert again.counts["semantic.embedded"] == 3 and again.counts["semantic.reused_vectors"] == 0
+        versions = store.read(spark, out, "embeddings").groupBy("model_version").count().collect()
+        assert {r[0]: r[1] for r in versions} == {version: 3, "bge-m3-tiny@test": 3}
+
+
+def test_thresholds_apply_per_language_pair(spark, conf, tiny_bge_m3, bilingual, tmp_path):
+    """Thresholds set between the measured cosines: a cross-language threshold below the en-bn cosines and a
+    same-language one above the en-en cosine link only the Bangla copy, and the other way round only the
+    English one. The counters say which language pairs were found."""
+    c = _tiny_conf(conf, tiny_bge_m3, tmp_path, 0.9, 0.9, backend="torch")
+    from semantic_data import text
+    v = emb.encode(emb.model_for(c.semantic), [text("metro_a"), text("bn_metro"), text("metro_b")])
+    en_en, cross = float(v[0] @ v[2]), sorted([float(v[0] @ v[1]), float(v[1] @ v[2])])
+    gap = 0.5 * min(abs(en_en - cross[0]), abs(en_en - cross[1]), 0.02)
+    assert gap > 1e-4, (en_en, cross)     # the tiny model spreads texts apart (tests/tiny_models.py)
+
+    def run(same, across):
+        return run_stage(spark, bilingual, _tiny_conf(conf, tiny_bge_m3, tmp_path, same, across, backend="torch"),
+                         None)
+
+    cross_only, report = run(same=en_en + gap, across=cross[0] - gap)
+    assert set(cross_only) == {(2, 1)}            # 3-2 passes too, but 2 is a duplicate: 3 stays canonical
+    assert report.counts["semantic.pairs.en-bn"] == 2 and report.counts["semantic.pairs.en-en"] == 0
+    same_only, report = run(same=en_en - gap, across=cross[1] + gap)
+    assert set(same_only) == {(3, 1)}
+    assert report.counts["semantic.pairs.en-en"] == 1 and report.counts["semantic.pairs.en-bn"] == 0

@@ -22,7 +22,7 @@ from newsdedup.config import EvidenceConfig
 from newsdedup.stages.semantic_evidence import facts_of, refusal
 
 from conftest import REPO, SAMPLE
-from semantic_data import SEM_CONF, T0, VERSION
+from semantic_data import DEFAULT_CPU_VERSION, SEM_CONF, T0, VERSION
 
 PAIRS = REPO / "samples" / "semantic_pairs.jsonl"
 
@@ -51,7 +51,7 @@ def test_the_english_only_model_links_no_bangla_article(sample_run):
     # The Bangla survivors of stages 1-3 were counted, not compared.
     bangla = {i for i, d in docs.items() if d.lang == "bn"} - {x["duplicate_id"] for x in links}
     assert report.counts["semantic.language_not_covered"] == len(bangla) > 0
-    assert any(f"model_version={VERSION}" in n and "fallback" in n for n in report.notes)
+    assert any(f"model_version={DEFAULT_CPU_VERSION} " in n and "fallback" in n for n in report.notes)
     assert any("languages all-MiniLM-L6-v2 does not cover (bn)" in n for n in report.notes)
 
 
@@ -169,12 +169,12 @@ def test_calibrate_command_prints_precision_recall_and_writes_plot_and_threshold
     out = tmp_path / "cal"
     assert cli.main(["calibrate", "--pairs", str(pairs), "--output", str(out), "--device", "cpu"]) == 0
     text = capsys.readouterr().out
-    assert f"model_version {VERSION}" in text and "en-en:" in text
+    assert f"model_version {DEFAULT_CPU_VERSION}" in text and "en-en:" in text
     assert "bn-bn:" in text and "not covered" in text
     assert "threshold  precision  recall" in text
     assert (out / "calibration.png").stat().st_size > 10_000
     snippet = (out / "calibration.yaml").read_text()
-    assert f"{VERSION}: {{same_language: " in snippet and "pairs: {en-en: " in snippet
+    assert f"{DEFAULT_CPU_VERSION}: {{same_language: " in snippet and "pairs: {en-en: " in snippet
     assert "chosen en-en:" in text and "different events linked 0/" in text
     result = json.loads((out / "calibration.json").read_text())
     assert result["covered"] == {"bn-bn": False, "en-bn": False, "en-en": True}

@@ -270,8 +270,12 @@ class ModelSpec:
     thresholds: Optional[SemanticThresholds] = None
     # Thresholds per model_version, measured by `newsdedup calibrate`.
     calibrated: dict[str, SemanticThresholds] = field(default_factory=dict)
+    # Tokens per text for this model when semantic.max_seq_length is null (null: the model's own).
+    max_seq_length: Optional[int] = None
 
     def validate(self, key: str) -> None:
+        _check(self.max_seq_length is None or self.max_seq_length > 0, f"{key}.max_seq_length",
+               self.max_seq_length, "a positive number of tokens or null")
         _check(bool(self.languages) and all(str(x).strip() for x in self.languages), f"{key}.languages",
                self.languages, "a non-empty list of language codes such as [en, bn]")
         if self.cross_language:
@@ -292,10 +296,23 @@ class SemanticConfig:
     revision: Optional[str] = None
     model_version: Optional[str] = None
     device: str = "auto"
-    batch_size: int = 32
-    max_seq_length: Optional[int] = 512
+    # torch, onnx (ONNX Runtime, fp32) or onnx-int8 (dynamic int8 quantisation, CPU); auto:
+    # torch when the run has a GPU, else onnx-int8. ONNX backends tag their vectors
+    # <version>+onnx / <version>+onnx-int8 (docs/semantic.md).
+    backend: str = "auto"
+    # Weights' precision with the torch backend: auto = bf16 on CUDA, fp32 on CPU.
+    dtype: str = "auto"
+    batch_size: int = 32              # texts per forward pass at most
+    batch_tokens: Optional[int] = None  # padded tokens per forward pass at most; null: batch_size x max_seq_length
+    # Tokens per text; null: the running model's semantic.models entry, else the model's own.
+    max_seq_length: Optional[int] = None
     max_chars: int = 4000
+    # torch / ONNX Runtime threads per Python worker; null: spark.task.cpus inside a Spark task
+    # (1 by default: one thread per task slot), the library default outside Spark.
     cpu_threads: Optional[int] = None
+    # Where exported ONNX models are kept (one export per machine); null: $NEWSDEDUP_CACHE,
+    # else ~/.cache/newsdedup.
+    cache_dir: Optional[str] = None
     embed_partitions: Optional[int] = None
     window_hours: float = 48
     # Explicit thresholds for this run; null: the model's calibrated ones (semantic.models).
@@ -312,18 +329,22 @@ class SemanticConfig:
         _check(bool(self.model.strip()), f"{key}.model", self.model, "a sentence-transformers name or local path")
         _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None, f"{key}.device", self.device,
                "auto, cpu, cuda or cuda:N")
-        for name in ("batch_size", "max_chars", "window_hours", "block_size", "max_iterations", "pair_chunk",
+        _check(self.backend in ("auto", "torch", "onnx", "onnx-int8"), f"{key}.backend", self.backend,
+               "auto, torch, onnx or onnx-int8")
+        _check(self.dtype in ("auto", "fp32", "fp16", "bf16"), f"{key}.dtype", self.dtype, "auto, fp32, fp16 or bf16")
+        for name in ("batch_size", "batch_tokens", "max_chars", "window_hours", "block_size", "max_iterations", "pair_chunk",
                      "backfill_batch", "max_seq_length", "cpu_threads", "embed_partitions"):
             value = getattr(self, name)
             _check(value is None or value > 0, f"{key}.{name}", value, "a positive number")
 
     def model_spec(self, version: str, *models: str) -> tuple[str, ModelSpec]:
-        """(key, spec) of semantic.models for a model_version ('<name>@<tag>') or model names/paths.
+        """(key, spec) of semantic.models for a model_version ('<name>@<tag>[+backend]') or model names/paths.
 
         Keys match by full name or by their last path part, case-insensitively, so
         'BAAI/bge-m3' also describes a local copy in a directory named bge-m3.
         """
-        names = [version.rsplit("@", 1)[0]] + [m for m in models if m]
+        # A backend suffix (bge-m3@v2+onnx-int8) names the same model: the same entry.
+        names = [re.sub(r"\+onnx(-int8)?$", "", version).rsplit("@", 1)[0]] + [m for m in models if m]
         tails = [Path(str(n).rstrip("/")).name.lower() for n in names]
         for k, spec in self.models.items():
             if k in names or k.rsplit("/", 1)[-1].lower() in tails:

@@ -123,17 +123,31 @@ def _task_gpus() -> tuple[str, ...]:
     return tuple(resources["gpu"].addresses) if "gpu" in resources else ()
 
 
+def _task_cpus() -> int:
+    """spark.task.cpus of the running task (1 outside a task): the threads one task may use."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return max(1, int(ctx.cpus())) if ctx is not None else 1
+
+
 def embed(texts: DataFrame, sem: "SemanticConfig", version: str) -> DataFrame:
-    """Embed texts (id, text, text_hash; no empty text) on the executors; EMBEDDINGS_SCHEMA rows."""
-    batch_size = sem.batch_size
+    """Embed texts (id, text, text_hash; no empty text) on the executors; EMBEDDINGS_SCHEMA rows.
+
+    sem should be resolved (emb.resolve): its backend is then fixed, and every
+    executor writes vectors of `version`. One model per Python worker (a
+    per-process cache); on CPU it uses semantic.cpu_threads threads, else
+    spark.task.cpus (one thread per task slot by default).
+    """
+    batch_size, batch_tokens = sem.batch_size, sem.batch_tokens
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         model = None  # loaded on the first non-empty batch: idle tasks load nothing
         for pdf in batches:
             if pdf.empty:
                 continue
-            model = model or emb.model_for(sem, _task_gpus())
-            vecs = emb.encode(model, pdf["text"].tolist(), batch_size)
+            model = model or emb.model_for(sem, _task_gpus(), cpu_threads=_task_cpus())
+            vecs = emb.encode(model, pdf["text"].tolist(), batch_size, batch_tokens)
             yield pd.DataFrame({"id": pdf["id"], "text_hash": pdf["text_hash"], "embedding": list(vecs)})
 
     src = texts.select("id", "text", "text_hash")
@@ -207,7 +221,7 @@ class SemanticStage:
             ctx.documents.select("id", "lang", "title", "body"), "id"), sem.max_chars)
         candidates = clustering.cut_lineage(candidates.drop("title", "body"))
         has_text, dated = F.col("text") != "", F.col("published_at").isNotNull()
-        covered = F.coalesce(F.col("lang").isin(list(spec.languages)), F.lit(False))
+        covered = F.coalesce(F.col("lang").isin(["en"]), F.lit(False))
         texts = candidates.where(has_text & dated & covered)
 
         row = candidates.agg(
@@ -242,7 +256,11 @@ class SemanticStage:
         tally = {(r["lang_pair"], r["reason"]): r["n"] for r in
                  edges.groupBy("lang_pair", "reason").agg(F.count("*").alias("n")).collect()}
         report.counts["semantic.pairs"] = sum(tally.values())
-        for lp in sorted({lp for lp, _ in tally}):
+        # Every language pair the model compares is reported, zeros included: a report that lacks
+        # semantic.pairs.en-bn says the pair was never compared, not that nothing was found.
+        compared = {search.lang_pair(a, b) for a in spec.languages for b in spec.languages
+                    if a == b or spec.cross_language}
+        for lp in sorted(compared | {lp for lp, _ in tally}):
             report.counts[f"semantic.pairs.{lp}"] = sum(n for (p, _), n in tally.items() if p == lp)
         refused = dict.fromkeys(evidence.REASONS, 0)
         for (_, reason), n in tally.items():
