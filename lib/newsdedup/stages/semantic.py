@@ -180,7 +180,7 @@ class SemanticStage:
         candidates = clustering.cut_lineage(candidates.drop("title", "body")
                                             .withColumn("numbers", search.number_column("text")))
         has_text, dated = F.col("text") != "", F.col("published_at").isNotNull()
-        covered = F.coalesce(F.col("lang").isin(["en"]), F.lit(False))
+        covered = F.coalesce(F.col("lang").isin(list(spec.languages)), F.lit(False))
         texts = candidates.where(has_text & dated & covered)
 
         row = candidates.agg(
