@@ -208,7 +208,7 @@ class SemanticStage:
         report.counts["semantic.reused_vectors"] = n_reused
         meta = vectors.join(texts.select("id", "published_at", "lang", "numbers"), "id")
         edges, n_tasks = report.timed("semantic.search", lambda: search.semantic_edges(
-            meta, sem, model.thresholds.same_language, model.thresholds.same_language))
+            meta, sem, model.thresholds.same_language, model.cross_threshold()))
         edges = report.timed("semantic.search", lambda: clustering.cut_lineage(edges))
         report.counts["semantic.search_tasks"] = n_tasks
         report.counts["semantic.pairs"] = edges.count()
