@@ -158,10 +158,10 @@ def test_fallback_to_the_packaged_model_with_its_calibrated_thresholds(tmp_path)
     assert model.fallback and model.version == VERSION + "+onnx-int8" and model.spec_key == "all-MiniLM-L6-v2"
     assert model.sem.backend == "onnx-int8" and model.sem.max_seq_length == 128
     assert model.spec.languages == ["en"] and model.cross_threshold() is None
-    assert model.thresholds_source == "calibrated" and model.thresholds.same_language == pytest.approx(0.62)
+    assert model.thresholds_source == "calibrated" and model.thresholds.same_language == pytest.approx(0.84)
     assert f"model_version={VERSION}+onnx-int8" in model.describe()
     torch_run = emb.resolve(dataclasses.replace(default, backend="torch"))
-    assert torch_run.version == VERSION and torch_run.thresholds.same_language == pytest.approx(0.60)
+    assert torch_run.version == VERSION and torch_run.thresholds.same_language == pytest.approx(0.835)
     # A GPU run stays on torch (and so on the fp32 version tag).
     assert emb.resolve(default, gpu=True).version == VERSION
     # BGE-M3 weights present (a local directory named like the model): it runs, en+bn, across languages.

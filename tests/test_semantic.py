@@ -149,9 +149,10 @@ def test_backfill_embeds_only_what_lacks_a_vector_of_the_new_version(spark, conf
     # The command line: a new version starts from nothing and leaves the others alone.
     assert cli.main(["embed-backfill", "--output", out, "--model", SEM["model"], "--model-version", "cli@1",
                      "--device", "cpu", "--limit", "10"]) == 0
-    assert "model_version=cli@1 embedded=3 remaining=0 no_text=1" in capsys.readouterr().out
+    # The default conf on CPU runs onnx-int8: the explicit tag gets its backend suffix.
+    assert "model_version=cli@1+onnx-int8 embedded=3 remaining=0 no_text=1" in capsys.readouterr().out
     versions = store.read(spark, out, "embeddings").groupBy("model_version").count().collect()
-    assert {r["model_version"]: r["count"] for r in versions} == {"old@1": 2, VERSION: 3, "cli@1": 3}
+    assert {r["model_version"]: r["count"] for r in versions} == {"old@1": 2, VERSION: 3, "cli@1+onnx-int8": 3}
 
 
 def _tiny_conf(conf, model_dir, tmp_path, same, across, **sem):

@@ -57,8 +57,8 @@ def test_the_english_only_model_links_no_bangla_article(sample_run):
 
 def test_two_reports_of_two_different_games_do_not_link(sample_run):
     """The sample's derby (2-1) and the Kings game (3-0), six hours apart: two defences keep them apart.
-    Their cosine passed the threshold calibrated on hand-written pairs (0.60) but not the one calibrated
-    on real pairs (0.86), and were it to pass, their scores would refuse the link."""
+    Their cosine (about 0.6) is at the threshold once calibrated on hand-written pairs (0.60), far below
+    the one calibrated on real pairs, and were it to pass, their scores would refuse the link."""
     docs, links, report, _ = sample_run
     derby = min(i for i, d in docs.items() if (d.title or "").startswith("Abahani beat Mohammedan"))
     kings = min(i for i, d in docs.items() if (d.title or "").startswith("Bashundhara Kings beat"))
@@ -68,7 +68,7 @@ def test_two_reports_of_two_different_games_do_not_link(sample_run):
     text = {i: f"{docs[i].title}\n{docs[i].body}" for i in (derby, kings)}
     a, b = emb.encode(emb.model_for(SEM_CONF), [text[derby], text[kings]])
     calibrated = emb.resolve(load_config().semantic).thresholds.same_language   # the packaged model's
-    assert 0.60 <= float(a @ b) < calibrated
+    assert 0.55 <= float(a @ b) < calibrated - 0.1
     published = {i: docs[i].published_at for i in (derby, kings)}
     assert refusal(facts_of(text[derby], published[derby]), facts_of(text[kings], published[kings]),
                    EvidenceConfig()) == "scores_differ"

@@ -221,7 +221,7 @@ class SemanticStage:
             ctx.documents.select("id", "lang", "title", "body"), "id"), sem.max_chars)
         candidates = clustering.cut_lineage(candidates.drop("title", "body"))
         has_text, dated = F.col("text") != "", F.col("published_at").isNotNull()
-        covered = F.coalesce(F.col("lang").isin(["en"]), F.lit(False))
+        covered = F.coalesce(F.col("lang").isin(list(spec.languages)), F.lit(False))
         texts = candidates.where(has_text & dated & covered)
 
         row = candidates.agg(
