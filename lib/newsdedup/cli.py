@@ -267,7 +267,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     conf = config.load_config(args.conf)
     result = calibrate.run(conf.semantic, args.pairs, args.output, model=args.model,
-                           model_version=args.model_version, device=args.device, target=args.target_precision)
+                           model_version=args.model_version, device=args.device, target=args.target_precision,
+                           cross_language=True if args.cross_language else None)
     print(calibrate.report_text(result))
     return 0
 
@@ -389,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-precision", type=float, default=1.0,
                    help="precision each language pair's threshold must reach on the labelled pairs (default 1.0: "
                         "no different-event pair linked)")
+    p.add_argument("--cross-language", action="store_true",
+                   help="measure pairs of two languages too, even where the model's entry does not compare them")
     p.set_defaults(func=cmd_calibrate)
 
     return parser
