@@ -158,7 +158,7 @@ def test_fallback_to_the_packaged_model_with_its_calibrated_thresholds(tmp_path)
     assert model.fallback and model.version == VERSION + "+onnx-int8" and model.spec_key == "all-MiniLM-L6-v2"
     assert model.sem.backend == "onnx-int8" and model.sem.max_seq_length == 128
     assert model.spec.languages == ["en"] and model.cross_threshold() is None
-    assert model.thresholds_source == "calibrated" and model.thresholds.same_language == pytest.approx(0.84)
+    assert model.thresholds_source == "calibrated" and model.thresholds.same_language == pytest.approx(0.85)
     assert f"model_version={VERSION}+onnx-int8" in model.describe()
     torch_run = emb.resolve(dataclasses.replace(default, backend="torch"))
     assert torch_run.version == VERSION and torch_run.thresholds.same_language == pytest.approx(0.835)
