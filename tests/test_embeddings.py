@@ -271,3 +271,15 @@ def test_backend_auto_and_versions():
     assert sem.model_spec("all-MiniLM-L6-v2@gt-0.1.0+onnx")[0] == "all-MiniLM-L6-v2"
     with pytest.raises(ConfigError, match="semantic.backend"):
         load_config(overrides={"semantic": {"backend": "tensorrt"}})
+
+
+def test_an_int8_vector_does_not_depend_on_the_other_texts_of_its_batch(tmp_path):
+    """Dynamic int8 quantisation scales activations per batch: batched, one text's vector moved with its
+    batch-mates. The int8 backend embeds one text per pass, so the vector is a function of the text."""
+    sem = load_config(overrides={"semantic": {"model": MODEL_DIR, "model_version": VERSION, "backend": "onnx-int8",
+                                              "device": "cpu", "cache_dir": str(tmp_path)}}).semantic
+    model = emb.model_for(emb.resolve(sem).sem)
+    alone = emb.encode(model, [text("derby")], batch_size=32)
+    others = [text(k) for k in ("metro_a", "flood", "derby_rematch", "other_game")]
+    batched = emb.encode(model, others + [text("derby")], batch_size=32)
+    assert np.array_equal(alone[0], batched[-1])
