@@ -24,7 +24,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,15 +74,6 @@ class Calibration:
     scored: pd.DataFrame | None = None
 
 
-def _timestamp(value) -> datetime | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
-        return None
-    ts = pd.Timestamp(value)
-    if pd.isna(ts):
-        return None
-    return (ts.tz_localize("UTC") if ts.tzinfo is None else ts).to_pydatetime().astimezone(timezone.utc)
-
-
 def load_pairs(path: str | Path) -> pd.DataFrame:
     """Labelled pairs (JSON lines: label, lang_a, lang_b, text_a, text_b; optional published_a/_b, kind)."""
     try:
@@ -94,7 +85,8 @@ def load_pairs(path: str | Path) -> pd.DataFrame:
         raise UserError(f"--pairs {path}: expected JSON lines with {', '.join(sorted(need))}")
     for side in ("a", "b"):
         col = f"published_{side}"
-        pairs[col] = [_timestamp(v) for v in pairs[col]] if col in pairs else None
+        # A time without a zone is UTC, as the job reads it (input.naive_timezone's default).
+        pairs[col] = pd.to_datetime(pairs[col], utc=True, format="ISO8601") if col in pairs else pd.NaT
     pairs["langs"] = [lang_pair(a, b) for a, b in zip(pairs["lang_a"], pairs["lang_b"])]
     return pairs
 
@@ -122,6 +114,11 @@ def refusals(pairs: pd.DataFrame, rules: "EvidenceConfig") -> list[str | None]:
     return out
 
 
+def rates(tp: int, fp: int, fn: int) -> tuple[float, float]:
+    """(precision, recall); precision 1.0 when nothing is predicted, recall 0.0 when nothing is to be found."""
+    return tp / (tp + fp) if tp + fp else 1.0, tp / (tp + fn) if tp + fn else 0.0
+
+
 def sweep(labels: np.ndarray, scores: np.ndarray, vetoed: np.ndarray | None = None) -> pd.DataFrame:
     """tp, fp, fn, precision, recall, f1 per threshold of GRID (a vetoed pair is never predicted)."""
     vetoed = np.zeros(len(labels), bool) if vetoed is None else vetoed
@@ -130,8 +127,7 @@ def sweep(labels: np.ndarray, scores: np.ndarray, vetoed: np.ndarray | None = No
         pred = (scores >= t) & ~vetoed
         tp, fp = int(np.sum(pred & (labels == 1))), int(np.sum(pred & (labels == 0)))
         fn = int(np.sum(~pred & (labels == 1)))
-        p = tp / (tp + fp) if tp + fp else 1.0
-        r = tp / (tp + fn) if tp + fn else 0.0
+        p, r = rates(tp, fp, fn)
         rows.append((float(t), tp, fp, fn, p, r, 2 * p * r / (p + r) if p + r else 0.0))
     return pd.DataFrame(rows, columns=["threshold", "tp", "fp", "fn", "precision", "recall", "f1"])
 
@@ -152,16 +148,15 @@ def heldout(g: pd.DataFrame, target: float, folds: int = 2) -> dict[str, int]:
     """
     keys = g["pair_id"].astype(str) if "pair_id" in g else pd.Series(range(len(g)), index=g.index).astype(str)
     fold = keys.map(lambda k: int(hashlib.sha256(k.encode()).hexdigest(), 16) % folds)
+    def swept(part: pd.DataFrame) -> pd.DataFrame:
+        return sweep(part["label"].to_numpy(), part["cosine"].to_numpy(), part["refusal"].notna().to_numpy())
+
     out = {"tp": 0, "fp": 0, "fn": 0}
     for f in range(folds):
-        train, test = g[fold != f], g[fold == f]
-        t = choose(sweep(train["label"].to_numpy(), train["cosine"].to_numpy(), train["refusal"].notna().to_numpy()),
-                   target)
-        t = NEVER if t is None else t
-        pred = (test["cosine"] >= t) & test["refusal"].isna()
-        out["tp"] += int((pred & (test["label"] == 1)).sum())
-        out["fp"] += int((pred & (test["label"] == 0)).sum())
-        out["fn"] += int((~pred & (test["label"] == 1)).sum())
+        t = choose(swept(g[fold != f]), target)
+        row = at(swept(g[fold == f]), NEVER if t is None else t)
+        for k in out:
+            out[k] += int(row[k])
     return out
 
 
@@ -172,7 +167,7 @@ def _covered(lp: str, languages: set[str], cross: bool) -> bool:
 
 def run(sem: "SemanticConfig", pairs_path: str, output: str, *, model: str | None = None,
         model_version: str | None = None, device: str | None = None, target: float = TARGET_PRECISION,
-        languages: list[str] | None = None, cross_language: bool | None = None) -> Calibration:
+        cross_language: bool | None = None) -> Calibration:
     if model:
         sem = dataclasses.replace(sem, model=model, fallback_model=None, revision=None, model_version=model_version)
     elif model_version:
@@ -180,7 +175,7 @@ def run(sem: "SemanticConfig", pairs_path: str, output: str, *, model: str | Non
     if device:
         sem = dataclasses.replace(sem, device=device)
     resolved = emb.resolve(sem, with_thresholds=False)
-    langs = set(languages or resolved.spec.languages)
+    langs = set(resolved.spec.languages)
     cross = resolved.spec.cross_language if cross_language is None else cross_language
     pairs = load_pairs(pairs_path)
     pairs["cosine"] = cosines(emb.model_for(resolved.sem), pairs, resolved.sem.batch_size)
@@ -250,9 +245,8 @@ def summary(cal: Calibration) -> dict[str, dict]:
                        different_event_linked_ci=wilson(fp, neg))
         if lp in cal.heldout:
             h = cal.heldout[lp]
-            row["heldout"] = {**h, "precision": h["tp"] / (h["tp"] + h["fp"]) if h["tp"] + h["fp"] else 1.0,
-                              "recall": h["tp"] / (h["tp"] + h["fn"]) if h["tp"] + h["fn"] else 0.0,
-                              "precision_ci": wilson(h["tp"], h["tp"] + h["fp"]),
+            p, r = rates(h["tp"], h["fp"], h["fn"])
+            row["heldout"] = {**h, "precision": p, "recall": r, "precision_ci": wilson(h["tp"], h["tp"] + h["fp"]),
                               "recall_ci": wilson(h["tp"], h["tp"] + h["fn"])}
         out[lp] = row
     return out

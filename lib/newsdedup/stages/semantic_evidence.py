@@ -178,18 +178,17 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"“‘(]\s*)$")
 
 
 def english_names(text: str) -> set[str]:
-    """Capitalised words that are names: not a common opener, and not capitalised only because a sentence starts.
+    """Capitalised words that are names: not a common opener, and capitalised somewhere mid-sentence.
 
-    A word that opens a sentence counts when the text also capitalises it mid-sentence
-    (Economists opens a sentence; Rahman is capitalised wherever he appears).
+    A word capitalised only where a sentence starts is no name (Economists); one the text also
+    capitalises mid-sentence is (Rahman), so it counts wherever it stands.
     """
-    mid, opening = set(), set()
+    names = set()
     for m in _EN_NAME.finditer(text):
         word = m.group(0).rstrip("'’").removesuffix("'s").removesuffix("’s")
-        if word.lower() in _EN_NOT_NAMES:
-            continue
-        (opening if _SENTENCE_START.search(text[max(0, m.start() - 3):m.start()]) else mid).add(word)
-    return mid | (opening & mid)
+        if word.lower() not in _EN_NOT_NAMES and not _SENTENCE_START.search(text[max(0, m.start() - 3):m.start()]):
+            names.add(word)
+    return names
 
 
 def _bn_stem(word: str) -> str:
