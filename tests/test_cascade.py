@@ -4,6 +4,7 @@ from datetime import datetime, timedelta
 
 from pyspark.sql import functions as F
 
+from newsdedup.report import RunReport
 from newsdedup import cascade, clustering, job
 
 from conftest import make_df
@@ -25,7 +26,7 @@ def body(seed, n=250):
 
 
 def run(spark, conf, rows):
-    report = job.Report(run_id="test")
+    report = RunReport(run_id="test")
     result = cascade.run_cascade(spark, make_df(spark, rows), conf, report)
     return result, report
 
@@ -98,7 +99,7 @@ def test_html_pages_with_different_chrome_are_content_duplicates(spark, conf):
          (2, "https://b.com/cyclone", "Storm hits the coast", page("Sport | Opinion | Video", "(c) B"),
           T0 + timedelta(hours=3), "b")],
         "id long, url string, title string, html string, published_at timestamp, source string")
-    result = cascade.run_cascade(spark, df, conf, job.Report(run_id="t"))
+    result = cascade.run_cascade(spark, df, conf, RunReport(run_id="t"))
     assert links_of(result.links) == {(2, 1, "content")}
     flags = {r.id: r.flags for r in result.documents.collect()}
     assert "from_html" in flags[1]

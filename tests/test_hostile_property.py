@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from newsdedup.cascade import run_cascade
 from newsdedup.io.input import read_input
-from newsdedup.job import Report
+from newsdedup.report import RunReport as Report
 
 UTC = timezone.utc
 STORIES = [" ".join(f"p{k}w{i}" for i in range(30)) for k in range(3)]

@@ -6,6 +6,7 @@ import psycopg
 import pytest
 from pyspark.sql import functions as F
 
+from newsdedup.report import RunReport
 from newsdedup import cascade, cli, job
 from newsdedup.io import store
 
@@ -99,7 +100,7 @@ def test_dry_run_writes_nothing(spark, conf, tmp_path):
 def test_delta_input_and_detected_language(spark, conf, tmp_path):
     table = str(tmp_path / "snapshot")
     spark.read.parquet(str(SAMPLE)).write.format("delta").save(table)
-    result = cascade.run_cascade(spark, spark.read.format("delta").load(table), conf, job.Report(run_id="t"))
+    result = cascade.run_cascade(spark, spark.read.format("delta").load(table), conf, RunReport(run_id="t"))
     langs = {r.id: (r.lang, r.lang_detected) for r in result.documents.collect()}
     bangla_null = ids_where(lambda r: r["lang"] is None and r["source"] == "prothomalo" and "/bangladesh/capital/" in r["url"])
     assert bangla_null and all(langs[i] == ("bn", True) for i in bangla_null)

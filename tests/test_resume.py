@@ -142,18 +142,19 @@ def test_a_finished_run_id_is_not_started_again(spark, conf, tmp_path):
     assert store.read(spark, str(out), "runs").where(F.col("run_id") == "once").count() == 1
 
 
-def test_a_run_state_with_the_old_prepare_frames_is_refused_in_one_line(spark, conf, tmp_path):
-    """A prepare step persisted before `invalid` replaced `quarantine` among its frames."""
+def test_a_run_state_of_the_older_marker_layout_is_refused_in_one_line(spark, conf, tmp_path):
+    """Markers written before report.py (counts/notes/seconds columns, the input in counts)."""
+    import json
     from datetime import datetime, timezone
 
-    from newsdedup.job import Report
-
     out, run_id = str(tmp_path / "out"), "old-layout"
-    state = runstate.Persisted.start(spark, out, run_id, str(SAMPLE), datetime.now(timezone.utc))
-    frame = spark.createDataFrame([(1,)], "id long")
-    report = Report(run_id)
-    state.step("prepare", report, lambda: {"prepared": frame, "quarantine": frame},
-               measure=lambda written: report.counts.update(input_rows=1, documents=1, quarantined=0))
+    markers = f"{out}/{runstate.RUNS_DIR}/{run_id}/{runstate.MARKERS}"
+    row = [("run", json.dumps({"input": str(SAMPLE), "started_at": datetime.now(timezone.utc).isoformat()}),
+            "[]", json.dumps({"seconds": {}, "frames": []}), datetime.now(timezone.utc))]
+    spark.createDataFrame(row, "step string, counts string, notes string, seconds string, finished_at timestamp") \
+        .write.format("delta").save(markers)
     small = conf.with_overrides({"semantic": {"enabled": False}})
-    with pytest.raises(UserError, match="persisted by an older newsdedup"):
+    with pytest.raises(UserError, match="recorded by an older newsdedup") as err:
         job.run(spark, None, out, small, load_pg=False, resume=run_id)
+    assert "\n" not in str(err.value)
+

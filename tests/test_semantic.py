@@ -12,7 +12,7 @@ from newsdedup.stages import embeddings as emb
 from newsdedup import cli
 from newsdedup.io import store
 from newsdedup.stages import StageContext, semantic, semantic_search
-from newsdedup.job import Report
+from newsdedup.report import RunReport as Report, StepReport
 
 from semantic_data import DOC_SCHEMA, SEM, SEM_CONF, T0, VERSION, doc
 
@@ -43,10 +43,10 @@ def archive(spark):
 
 
 def run_stage(spark, docs, conf, output):
-    report = Report(run_id="test")
-    ctx = StageContext(spark, conf, report, documents=docs, output=output)
+    ctx = StageContext(spark, conf, "test", archive=docs, output=output)
     result = semantic.SemanticStage().run(ctx, docs.select("id", "published_at", "lang"))
-    report.notes.extend(result.notes)
+    report = Report(run_id="test")
+    report.add(StepReport(result.counts, result.seconds, result.notes))
     links = result.links
     return {(r.duplicate_id, r.canonical_id): r for r in links.collect()}, report
 

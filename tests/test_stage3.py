@@ -3,6 +3,7 @@
 import random
 from datetime import datetime, timedelta
 
+from newsdedup.report import RunReport
 from newsdedup import cascade, job
 from newsdedup.config import load_config
 
@@ -31,7 +32,7 @@ def edit(toks, positions, seed):
 def run(spark, conf, rows):
     df = make_df(spark, [(i, f"https://s{i}.example/a/{i}", title, " ".join(body), T0 + timedelta(minutes=i),
                           f"s{i}", lang) for i, title, body, lang in rows])
-    report = job.Report(run_id="t")
+    report = RunReport(run_id="t")
     return cascade.run_cascade(spark, df, conf, report), report
 
 

@@ -6,8 +6,10 @@ but stage 4, given an output, merges the vectors it computed into
 <output>/embeddings so that later runs reuse them.
 
 Every step (prepare, then each stage) goes through `steps.step`, which, for a
-run with an output, persists the step's frames under <output>/_runs/<run_id>
-and skips steps an earlier attempt of the same run finished (runstate.py).
+run with an output, persists the step's frames and report under
+<output>/_runs/<run_id> and skips steps an earlier attempt of the same run
+finished (runstate.py). Each stage names the columns it reads (`columns`), so
+the cascade carries those and no others from stage to stage.
 """
 
 from __future__ import annotations
@@ -20,13 +22,11 @@ from pyspark.sql import functions as F
 
 from . import incremental, prepare, runstate, stages
 from .clustering import survivors_after
-from .errors import UserError
 from .io.input import TEXT_COLUMNS, conform, order_date, plausible_range, split_invalid
-from .stages.simhash import STAGE_COLUMNS as SIMHASH_COLUMNS
+from .report import RunReport, StepReport
 
 if TYPE_CHECKING:
     from .config import Config
-    from .job import Report
 
 
 @dataclass
@@ -48,7 +48,7 @@ def _quarantine(invalid: DataFrame, failed: DataFrame) -> DataFrame:
                                    F.to_json(F.struct("id", "url", "source", "published_at")).alias("record"))))
 
 
-def _count_prepared(prepared: DataFrame, invalid: DataFrame, report: "Report") -> None:
+def _count_prepared(prepared: DataFrame, invalid: DataFrame) -> dict[str, int]:
     """One pass over the prepared rows for all the per-document counters."""
     ok = F.col("prepare_error").isNull()
     row = prepared.agg(
@@ -64,80 +64,81 @@ def _count_prepared(prepared: DataFrame, invalid: DataFrame, report: "Report") -
     ).first().asDict()
     summary = {k: int(v or 0) for k, v in row.items()}
     n_invalid = invalid.count()
-    report.counts["input_rows"] = summary["documents"] + summary["failed"] + n_invalid
-    report.counts["quarantined"] = summary["failed"] + n_invalid
+    counts = {"input_rows": summary["documents"] + summary["failed"] + n_invalid,
+              "quarantined": summary["failed"] + n_invalid}
     for key in ("documents", "url_unparseable", "no_content_hash", "no_simhash", "bad_published_at", "text_from_html"):
-        report.counts[key] = summary[key]
+        counts[key] = summary[key]
+    return counts
 
 
-def _left(report: "Report") -> int:
-    linked = sum(v for k, v in report.counts.items() if k.startswith("links.") and k != "links.total")
-    return report.counts.get("documents", 0) - linked
-
-
-def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: "Report",
-                output: str | None = None, steps=None) -> CascadeResult:
+def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: RunReport,
+                output: str | None = None, steps: "runstate.Persisted | runstate.InMemory | None" = None
+                ) -> CascadeResult:
     """Prepare and deduplicate raw (the job's input schema), one step at a time.
 
+    Every step's report is added to `report` as the step finishes (or is reused on --resume).
     output: where stage 4 keeps its vectors (None: they stay in memory).
     steps: runstate.Persisted to keep each step's frames for --resume; default in memory (cached).
     """
     steps = steps or runstate.InMemory()
 
-    def prepare_step():
+    def prepare_step() -> runstate.StepOutput:
         valid, invalid = split_invalid(conform(raw, conf.input.naive_timezone, plausible_range(conf.input)))
         # Not cached: the keys are computed once, by the step's write, and counted from what was
         # written (caching every document's text before the write cost more than the write itself).
-        return {"prepared": prepare.fingerprint(valid, conf), "invalid": invalid}
+        return runstate.StepOutput({"prepared": prepare.fingerprint(valid, conf), "invalid": invalid})
 
-    frames = steps.step("prepare", report, prepare_step, lambda r: (
+    prepared = steps.step("prepare", prepare_step, lambda r: (
         f"{r.counts['input_rows']} input rows, {r.counts['documents']} documents, "
         f"{r.counts['quarantined']} quarantined"),
-        measure=lambda written: _count_prepared(written["prepared"], written["invalid"], report)).frames
-    if "invalid" not in frames:
-        raise UserError("this run's prepare step was persisted by an older newsdedup (a prepare/quarantine "
-                        "frame, no prepare/invalid); it cannot be resumed by this version: start the run again")
-    docs = frames["prepared"].where(F.col("prepare_error").isNull()).drop("prepare_error")
+        measure=lambda written: _count_prepared(written["prepared"], written["invalid"]))
+    report.add(prepared.report)
+    frames = prepared.frames
+    new_docs = frames["prepared"].where(F.col("prepare_error").isNull()).drop("prepare_error")
     quarantine = _quarantine(frames["invalid"], frames["prepared"].where(F.col("prepare_error").isNotNull()))
 
-    # With an output that already holds documents, the stages see those too (incremental.py).
-    everything = incremental.with_existing(spark, docs, output, report)
-    ctx = stages.StageContext(spark=spark, conf=conf, report=report, documents=everything, output=output)
-    # Implausible dates are kept on the documents but order last, like unknown ones.
-    unresolved = everything.select("id", order_date().alias("published_at"), "lang", "url_hash", "content_hash",
-                                   "simhash", *[f"band_{i}" for i in range(conf.simhash.bands)],
-                                   *SIMHASH_COLUMNS)
-    all_links, all_flags = [], []
+    # The stages deduplicate the archive: this slice plus, when the output already holds
+    # documents, the stored ones the slice does not replace (incremental.py).
+    archive, n_stored = incremental.with_stored(spark, new_docs, output)
+    if n_stored is not None:
+        report.counts["existing_documents"] = n_stored
+    n_archive = prepared.report.counts["documents"] + (n_stored or 0)
+    ctx = stages.StageContext(spark=spark, conf=conf, run_id=report.run_id, archive=archive, output=output)
     cascade = stages.build(conf)
+    # Implausible dates are kept on the documents but order last, like unknown ones.
+    unresolved = archive.select("id", order_date().alias("published_at"), "lang",
+                                *dict.fromkeys(c for stage in cascade for c in stage.columns))
+    linked: dict[str, int] = {}          # links per stage, in cascade order
+    all_links, all_flags = [], []
     for stage in cascade:
-        def step(stage=stage, unresolved=unresolved):
+        def step(stage=stage, unresolved=unresolved) -> runstate.StepOutput:
             result = stage.run(ctx, unresolved)
-            links = result.links.cache()
-            report.counts[f"links.{stage.name}"] = links.count()
-            report.notes.extend(result.notes)
-            report.counts.update(result.counts)
-            frames = {"links": links}
+            frames = {"links": result.links}
             if result.flags is not None:   # persisted with the step so that --resume keeps them
                 frames["flags"] = result.flags
-            return frames
+            return runstate.StepOutput(frames, StepReport(result.counts, result.seconds, result.notes))
 
-        out = steps.step(stage.name, report, step, lambda r, name=stage.name: (
-            f"{r.counts[f'links.{name}']} links, {_left(r)} documents left")).frames
-        all_links.append(out["links"])
-        if "flags" in out:
-            all_flags.append(out["flags"])
+        key = f"links.{stage.name}"
+        left_before = n_archive - sum(linked.values())
+        out = steps.step(stage.name, step, lambda r, key=key, left=left_before: (
+            f"{r.counts[key]} links, {left - r.counts[key]} documents left"),
+            measure=lambda frames, key=key: {key: frames["links"].count()})
+        report.add(out.report)
+        linked[stage.name] = out.report.counts[key]
+        all_links.append(out.frames["links"])
+        if "flags" in out.frames:
+            all_flags.append(out.frames["flags"])
         # Survivors are derived, not stored: a step persists only its links (and flags), and the
         # next stage reads the unresolved columns minus those links (writing the survivors of every
         # stage cost more than the anti-joins that replace them).
-        unresolved = survivors_after(unresolved, out["links"])
+        unresolved = survivors_after(unresolved, out.frames["links"])
 
     links = all_links[0]
     for extra in all_links[1:]:
         links = links.unionByName(extra, allowMissingColumns=True)   # exact stages have no via_id
-    report.counts["links.total"] = sum(report.counts[f"links.{s.name}"] for s in cascade)
-    report.counts["unique_documents"] = (report.counts["documents"] + report.counts.get("existing_documents", 0)
-                                         - report.counts["links.total"])
-    return CascadeResult(documents=_with_flags(docs, all_flags), links=links, quarantine=quarantine)
+    report.counts["links.total"] = sum(linked.values())
+    report.counts["unique_documents"] = n_archive - report.counts["links.total"]
+    return CascadeResult(documents=_with_flags(new_docs, all_flags), links=links, quarantine=quarantine)
 
 
 def _with_flags(docs: DataFrame, flag_sets: list[DataFrame]) -> DataFrame:

@@ -54,7 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_load(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
-    from . import job
+    from .report import new_run_id
     from .io import pg, store
     from .io.spark import get_spark
 
@@ -73,7 +73,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         return 0
     from .io import lock
 
-    load_id = args.load_id or job.new_run_id()
+    load_id = args.load_id or new_run_id()
     with lock.hold(args.output, conf.lock, "newsdedup load"):
         if store.exists(spark, store.table_path(args.output, "documents")):
             from .io import pg_documents  # the documents first: the links reference them

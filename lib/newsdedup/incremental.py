@@ -28,7 +28,6 @@ connected components that touch new documents would be the next optimisation.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -38,26 +37,35 @@ from pyspark.sql import types as T
 from .clustering import cut_lineage
 from .io import store
 
-if TYPE_CHECKING:
-    from .job import Report
-
 SUPERSEDE_FIELDS = (T.StructField("superseded_at", T.TimestampType(), True),
                     T.StructField("superseded_by_run", T.StringType(), True))
+TABLE_SCHEMA = T.StructType(list(store.LINKS_SCHEMA.fields) + list(SUPERSEDE_FIELDS))
+
+# What write_links does to each link, decided once per link (link_actions) and read by both the
+# counts and the MERGE. A link that needs nothing (active and unchanged, reverted, or already
+# superseded and not computed) gets no action and is not in the MERGE's source at all.
+INSERT, SUPERSEDE, REVIVE, RESCORE = "insert", "supersede", "revive", "rescore"
+ACTIONS = (INSERT, SUPERSEDE, REVIVE, RESCORE)
+# The run report's names for them (links.new, links.superseded, ...).
+REPORTED_AS = {INSERT: "new", SUPERSEDE: "superseded", REVIVE: "revived", RESCORE: "rescored"}
 
 
-def with_existing(spark: SparkSession, docs: DataFrame, output: str | None, report: "Report") -> DataFrame:
-    """docs plus the stored documents of output that docs does not replace (same columns)."""
+def with_stored(spark: SparkSession, docs: DataFrame, output: str | None) -> tuple[DataFrame, int | None]:
+    """docs plus the stored documents of output that docs does not replace (same columns).
+
+    Returns (archive, number of stored documents added); the number is None when the output holds
+    no documents yet (a first run, or a dry run without an output).
+    """
     path = store.table_path(output, "documents") if output else None
     if path is None or not store.exists(spark, path):
-        return docs
+        return docs, None
     stored = store.read(spark, output, "documents")
     missing = [c for c in docs.columns if c not in stored.columns]
     if missing:
         raise ValueError(f"{path} lacks columns {missing}: written by an older version; rerun the whole archive")
     # Materialised: the job later rewrites the documents table these rows come from.
     old = cut_lineage(stored.join(docs.select("id"), "id", "left_anti").select(*docs.columns))
-    report.counts["existing_documents"] = old.count()
-    return docs.unionByName(old)
+    return docs.unionByName(old), old.count()
 
 
 def ensure_supersede_columns(spark: SparkSession, path: str) -> None:
@@ -69,62 +77,65 @@ def ensure_supersede_columns(spark: SparkSession, path: str) -> None:
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
 
 
-TABLE_SCHEMA = T.StructType(list(store.LINKS_SCHEMA.fields) + list(SUPERSEDE_FIELDS))
+def link_actions(computed: DataFrame, table: DataFrame) -> DataFrame:
+    """One row per link that must change: the link key, the computed score and via_id, and its action.
 
+    computed: the links this run computed (key, score, via_id), one row per key.
+    table: the links table as it is (every row, reverted and superseded ones included).
 
-def _empty_table(spark: SparkSession, path: str) -> None:
-    spark.createDataFrame([], TABLE_SCHEMA).write.format("delta").save(path)
+    - insert:    computed, not in the table;
+    - revive:    computed, in the table superseded (and not reverted);
+    - rescore:   computed, active in the table with another score (via_id follows the score);
+    - supersede: active in the table, not computed any more.
+    A reverted link is a person's decision: whether computed or not, it gets no action.
+    """
+    key = list(store.LINK_KEY)
+    t = table.select(*key, F.col("score").alias("t_score"),
+                     F.col("reverted_at").isNotNull().alias("t_reverted"),
+                     F.col("superseded_at").isNotNull().alias("t_superseded"), F.lit(True).alias("t_exists"))
+    c = computed.select(*key, "score", "via_id", F.lit(True).alias("c_exists"))
+    both = c.join(t, key, "full_outer")
+    in_table, is_computed = F.coalesce("t_exists", F.lit(False)), F.coalesce("c_exists", F.lit(False))
+    active = in_table & ~F.col("t_reverted") & ~F.col("t_superseded")
+    action = (F.when(is_computed & ~in_table, INSERT)
+              .when(is_computed & in_table & ~F.col("t_reverted") & F.col("t_superseded"), REVIVE)
+              .when(is_computed & active & ~F.col("score").eqNullSafe(F.col("t_score")), RESCORE)
+              .when(~is_computed & active, SUPERSEDE))
+    return both.select(*key, "score", "via_id", action.alias("action")).where(F.col("action").isNotNull())
 
 
 def write_links(spark: SparkSession, computed: DataFrame, path: str, run_id: str, now: datetime) -> dict[str, int]:
     """Make the active links of the table at path equal `computed` (duplicate_id, canonical_id, stage, score).
 
-    One Delta MERGE: new links inserted, active links not computed any more
-    superseded, superseded links computed again revived. Returns the counts.
+    Each link's action is decided once (link_actions), materialised, counted, and applied in one
+    Delta MERGE whose clauses read the action column. Returns the count of each action.
     """
     key = list(store.LINK_KEY)
     # via_id: the neighbour of a clustered link (stages 3 and 4); exact stages have none.
     via = F.col("via_id").cast("long") if "via_id" in computed.columns else F.lit(None).cast("long")
     computed = computed.select(*key, F.col("score").cast("double"), via.alias("via_id")).dropDuplicates(key)
-    ts = F.lit(now).cast("timestamp")
-    if not store.exists(spark, path):
-        # A first run: every link is new, so one append replaces the MERGE and its four counting
-        # passes, and the links are counted in the table they were written to (computed only once).
-        _empty_table(spark, path)
-        fresh = {"score": F.col("score"), "linked_at": ts, "run_id": F.lit(run_id), "via_id": F.col("via_id")}
-        computed.select(*[fresh.get(f.name, F.col(f.name) if f.name in key else F.lit(None)).cast(f.dataType)
-                          .alias(f.name) for f in TABLE_SCHEMA.fields]).write.format("delta").mode("append").save(path)
-        return {"new": spark.read.format("delta").load(path).count(), "superseded": 0, "revived": 0, "rescored": 0}
-    computed = cut_lineage(computed)   # read by the counts and the MERGE below
+    if not store.exists(spark, path):   # a first run: an empty table, so every link is an insert
+        spark.createDataFrame([], TABLE_SCHEMA).write.format("delta").save(path)
     ensure_supersede_columns(spark, path)
     table = DeltaTable.forPath(spark, path)
-    current = table.toDF()
-    active = current.where(F.col("reverted_at").isNull() & F.col("superseded_at").isNull())
-    gone = active.join(computed, key, "left_anti").select(*key, F.lit(None).cast("double").alias("score"),
-                                                          F.lit(None).cast("long").alias("via_id"),
-                                                          F.lit("supersede").alias("action"))
-    source = cut_lineage(computed.withColumn("action", F.lit("keep")).unionByName(gone))
-    counts = {
-        "new": source.where("action = 'keep'").join(current, key, "left_anti").count(),
-        "superseded": source.where("action = 'supersede'").count(),
-        "revived": source.where("action = 'keep'").join(
-            current.where(F.col("superseded_at").isNotNull() & F.col("reverted_at").isNull()), key, "left_semi").count(),
-        "rescored": source.where("action = 'keep'").alias("s").join(
-            active.alias("t"), key).where(~F.col("s.score").eqNullSafe(F.col("t.score"))).count(),
-    }
+    # Materialised: the counts and the MERGE read the same actions, computed once from the table as
+    # it was before the MERGE changes it.
+    actions = cut_lineage(link_actions(computed, table.toDF()))
+    found = {r["action"]: int(r["n"]) for r in actions.groupBy("action").agg(F.count("*").alias("n")).collect()}
+    counts = {a: found.get(a, 0) for a in ACTIONS}   # zeros included: "none revived" is a finding
+    ts = F.lit(now).cast("timestamp")
     cond = " AND ".join(f"t.{k} = s.{k}" for k in key)
-    (table.alias("t").merge(source.alias("s"), cond)
-     .whenMatchedUpdate(condition="s.action = 'supersede' AND t.reverted_at IS NULL AND t.superseded_at IS NULL",
+    (table.alias("t").merge(actions.alias("s"), cond)
+     .whenMatchedUpdate(condition=f"s.action = '{SUPERSEDE}'",
                         set={"superseded_at": ts, "superseded_by_run": F.lit(run_id)})
-     .whenMatchedUpdate(condition="s.action = 'keep' AND t.reverted_at IS NULL "
-                                  "AND (t.superseded_at IS NOT NULL OR NOT (t.score <=> s.score))",
+     .whenMatchedUpdate(condition=f"s.action IN ('{REVIVE}', '{RESCORE}')",
                         set={"superseded_at": F.lit(None).cast("timestamp"),
                              "superseded_by_run": F.lit(None).cast("string"), "score": F.col("s.score"),
                              "via_id": F.col("s.via_id")})
-     .whenNotMatchedInsert(condition="s.action = 'keep'", values={
+     .whenNotMatchedInsert(condition=f"s.action = '{INSERT}'", values={
          **{k: F.col(f"s.{k}") for k in key}, "score": F.col("s.score"), "via_id": F.col("s.via_id"), "linked_at": ts,
          "run_id": F.lit(run_id), "reverted_at": F.lit(None).cast("timestamp"),
          "revert_reason": F.lit(None).cast("string"), "superseded_at": F.lit(None).cast("timestamp"),
          "superseded_by_run": F.lit(None).cast("string")})
      .execute())
-    return counts
+    return {REPORTED_AS[a]: n for a, n in counts.items()}

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
-import time
-import uuid
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -19,41 +15,11 @@ from .cascade import run_cascade
 from .errors import UserError
 from .io import lock, paths, pg, pg_documents, store
 from .io.input import check_columns, read_input
+from .report import RunReport, StepReport, new_run_id
+from .runstate import StepOutput
 
 if TYPE_CHECKING:
     from .config import Config
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    now = now or datetime.now(timezone.utc)
-    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-
-
-@dataclass
-class Report:
-    run_id: str
-    counts: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def timed(self, name: str, fn: Callable[[], Any]) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - t0, 3)
-
-    def table(self) -> str:
-        rows = [("run_id", self.run_id)] + [(k, str(v)) for k, v in self.counts.items()]
-        rows += [(f"seconds.{k}", f"{v:.2f}") for k, v in self.seconds.items()]
-        width = max(len(k) for k, _ in rows)
-        lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
-        lines += [f"note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-    def to_json(self) -> str:
-        return json.dumps({"run_id": self.run_id, "counts": self.counts, "seconds": self.seconds,
-                           "notes": self.notes}, indent=2, sort_keys=True)
 
 
 def _checkpoint_dir(conf: "Config", output: str, dry_run: bool) -> str:
@@ -67,7 +33,7 @@ def _checkpoint_dir(conf: "Config", output: str, dry_run: bool) -> str:
 
 def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config", *,
         dsn: str | None = None, dry_run: bool = False, load_pg: bool = True,
-        run_id: str | None = None, resume: str | None = None) -> Report:
+        run_id: str | None = None, resume: str | None = None) -> RunReport:
     """One run; with resume=RUN_ID, continue that run from its first unfinished step.
 
     A run that writes holds the output's lock, so a concurrent second run fails fast.
@@ -79,7 +45,7 @@ def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config"
 
 
 def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config", held: "lock.OutputLock | None",
-         dsn: str | None, dry_run: bool, load_pg: bool, run_id: str | None, resume: str | None) -> Report:
+         dsn: str | None, dry_run: bool, load_pg: bool, run_id: str | None, resume: str | None) -> RunReport:
     paths.check_reachable(spark, output)   # a wrong endpoint or missing key fails here, in one line
     if not dry_run:
         store.check_new_or_ours(spark, output)
@@ -104,7 +70,7 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
         # not after the computation.
         dsn = pg.resolve_dsn(conf, output, dsn)
         pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
-    report = Report(run_id=resume or run_id or new_run_id())
+    report = RunReport(run_id=resume or run_id or new_run_id())
     raw = read_input(spark, input_path)
     check_columns(raw)   # before anything is written under the output
     if state is None and not dry_run:
@@ -125,25 +91,26 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
     return report
 
 
-def _write(spark, result, output: str, report: Report, now: datetime, state: "runstate.Persisted") -> None:
+def _write(spark, result, output: str, report: RunReport, now: datetime, state: "runstate.Persisted") -> None:
     """The three Delta writes; each is idempotent, so a write killed half-way is simply repeated."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
 
-    def write():
-        # The links computed over stored + new documents replace the active ones (incremental.py).
-        report.counts.update({f"links.{k}": v for k, v in incremental.write_links(
-            spark, result.links, store.table_path(output, "duplicate_links"), report.run_id, now).items()})
+    def write() -> StepOutput:
+        # The links computed over the archive replace the active ones (incremental.py).
+        actions = incremental.write_links(spark, result.links, store.table_path(output, "duplicate_links"),
+                                          report.run_id, now)
         store.merge_documents(spark, result.documents.withColumn("run_id", run_col),
                               store.table_path(output, "documents"))
         store.insert_quarantine(spark,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
                                 store.table_path(output, "quarantine"))
-        return {}
+        return StepOutput({}, StepReport(counts={f"links.{k}": v for k, v in actions.items()}))
 
-    state.step("write_delta", report, write, lambda r: f"{r.counts['links.total']} links")
+    done = state.step("write_delta", write, lambda r: f"{r.counts['links.new']} new links")
+    report.add(done.report)
 
 
-def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: Report) -> None:
+def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: RunReport) -> None:
     dsn = pg.resolve_dsn(conf, output, dsn)
     progress.started("load_postgres")
     # Documents (with the vectors of the configured model) first: the links reference them.
@@ -158,7 +125,7 @@ def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: 
                       " ".join(f"{k}={v}" for k, v in loaded.items()))
 
 
-def _record(spark, output: str, input_path: str, now: datetime, report: Report,
+def _record(spark, output: str, input_path: str, now: datetime, report: RunReport,
             state: "runstate.Persisted") -> None:
     """The report goes into the runs table (once per run id); a JSON copy only next to a local output."""
     runs_path = store.table_path(output, "runs")

@@ -1,44 +1,46 @@
 """What a run has finished, kept under the output so that a crashed run can resume.
 
 One mechanism for every step of a run (prepare, each stage, the Delta write):
-`Steps.step(name, compute, measure=...)` runs `compute()` unless the step is
-already done, persists the DataFrames it returns as Delta tables under
-`<output>/_runs/<run_id>/<step>/<frame>`, runs `measure` (report counters) on
-the frames as written, then appends a row to `<output>/_runs/<run_id>/_steps`
-(the completion marker) with what the step added to the run report. A resumed
-run reads the frames back and replays the report entries instead of recomputing.
-Counting what was written, rather than what was computed, means a step's frames
-need no cache: they are computed once, by their write.
+`step(name, compute, measure=...)` runs `compute()` unless the step is already
+done. `compute` returns a `StepOutput`: the DataFrames the step produced and
+the step's own `StepReport`. The frames are persisted as Delta tables under
+`<output>/_runs/<run_id>/<step>/<frame>`, `measure` reads counters from the
+frames as written, and then one row is appended to
+`<output>/_runs/<run_id>/_steps` (the completion marker) holding the frame
+names and the step's report. A resumed run reads the frames back and returns
+the stored report instead of recomputing: the caller adds either to the run
+report the same way. Counting what was written, rather than what was computed,
+means a step's frames need no cache: they are computed once, by their write.
 
 A step's frames are written with mode overwrite, and its marker only after
 every frame is committed, so a step killed half-way is simply run again.
 
 `InMemory` is the same shape without persistence (dry runs, tests that pass
-no output): frames are cached, as they were before resumable runs.
+no output): frames are cached.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable
 
 from . import progress
 from .errors import UserError
 from .io import paths
+from .report import StepReport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from .job import Report
-
 RUNS_DIR = "_runs"
 MARKERS = "_steps"
-MARKER_SCHEMA = "step string, counts string, notes string, seconds string, finished_at timestamp"
+# One row per finished step; the row of step "run" (written first) records the run's input and start.
+MARKER_SCHEMA = ("step string, frames array<string>, report string, input string, started_at timestamp, "
+                 "finished_at timestamp")
+RUN, FINISHED = "run", "finished"     # marker rows that are not steps
 Frames = dict[str, "DataFrame"]
-Measure = Callable[[Frames], None]
+Measure = Callable[[Frames], dict[str, int]]
 
 
 class UnknownRunError(UserError):
@@ -46,9 +48,42 @@ class UnknownRunError(UserError):
 
 
 @dataclass
-class StepOutcome:
+class StepOutput:
+    """What a step computes: its frames and what it found."""
+
     frames: Frames
+    report: StepReport = field(default_factory=StepReport)
+
+
+@dataclass
+class StepOutcome:
+    """A finished step: its frames (as persisted), its report (with the step's total seconds), whether reused."""
+
+    frames: Frames
+    report: StepReport
     resumed: bool
+
+
+Compute = Callable[[], StepOutput]
+Summary = Callable[[StepReport], str]
+
+
+def _run_step(name: str, compute: Compute, persist: Callable[[Frames], Frames], summary: Summary,
+              measure: Measure | None) -> StepOutcome:
+    """compute, persist, measure, timed as one step, with its progress lines."""
+    progress.started(name)
+    timer = StepReport()
+
+    def run() -> StepOutput:
+        out = compute()
+        frames = persist(out.frames)
+        measured = measure(frames) if measure is not None else {}
+        return StepOutput(frames, out.report.merged(StepReport(counts=measured)))
+
+    out = timer.timed(name, run)
+    report = out.report.merged(timer)
+    progress.finished(name, timer.seconds[name], summary(report))
+    return StepOutcome(out.frames, report, resumed=False)
 
 
 class InMemory:
@@ -57,26 +92,17 @@ class InMemory:
     def finish(self, keep_frames: bool = False) -> None:
         pass
 
-    def step(self, name: str, report: "Report", compute: Callable[[], Frames],
-             summary: Callable[["Report"], str] = lambda r: "", measure: Measure | None = None) -> StepOutcome:
-        frames = _timed_step(name, report, lambda: {k: v.cache() for k, v in compute().items()}, summary, measure)
-        return StepOutcome(frames, resumed=False)
+    def step(self, name: str, compute: Compute, summary: Summary = lambda r: "",
+             measure: Measure | None = None) -> StepOutcome:
+        return _run_step(name, compute, lambda frames: {k: v.cache() for k, v in frames.items()}, summary, measure)
 
 
-def _timed_step(name: str, report: "Report", compute: Callable[[], Frames],
-                summary: Callable[["Report"], str], measure: Measure | None) -> Frames:
-    progress.started(name)
-    t0 = time.perf_counter()
-
-    def run() -> Frames:
-        frames = compute()
-        if measure is not None:
-            measure(frames)
-        return frames
-
-    frames = report.timed(name, run)
-    progress.finished(name, time.perf_counter() - t0, summary(report))
-    return frames
+@dataclass
+class _Marker:
+    frames: list[str]
+    report: StepReport
+    input: str | None = None
+    started_at: datetime | None = None
 
 
 class Persisted:
@@ -85,6 +111,7 @@ class Persisted:
     def __init__(self, spark: "SparkSession", output: str, run_id: str):
         self.spark = spark
         self.run_id = run_id
+        self.output = output
         self.root = paths.join(paths.qualified(output), RUNS_DIR, run_id)
         self.markers = paths.join(self.root, MARKERS)
         self._done = self._read_markers()
@@ -95,55 +122,46 @@ class Persisted:
     def start(cls, spark: "SparkSession", output: str, run_id: str, input_path: str,
               started_at: datetime) -> "Persisted":
         state = cls(spark, output, run_id)
-        if "finished" in state._done:
+        if FINISHED in state._done:
             # Its frames are gone: "reusing" its steps would read tables that no longer exist.
             raise UserError(f"run id {run_id} has already finished under {output}; "
                             "a new run needs a new id (see the runs table)")
-        if "run" not in state._done:
-            state._mark("run", {"input": input_path, "started_at": started_at.isoformat()}, [], {})
+        if RUN not in state._done:
+            state._mark(RUN, _Marker([], StepReport(), input=input_path, started_at=started_at))
         return state
 
     @classmethod
     def resume(cls, spark: "SparkSession", output: str, run_id: str) -> "Persisted":
         state = cls(spark, output, run_id)
-        if "run" not in state._done:
+        if RUN not in state._done:
             raise UnknownRunError(f"--resume {run_id}: no such run under {output} "
                                   f"(runs that can be resumed: {', '.join(list_runs(spark, output)) or 'none'})")
-        if "finished" in state._done:
+        if FINISHED in state._done:
             raise UserError(f"--resume {run_id}: that run has finished; see the runs table")
         return state
 
     @property
     def input_path(self) -> str:
-        return self._done["run"]["counts"]["input"]
+        return self._done[RUN].input
 
     @property
     def started_at(self) -> datetime:
-        return datetime.fromisoformat(self._done["run"]["counts"]["started_at"])
+        return self._done[RUN].started_at
 
     def completed(self) -> list[str]:
-        return [s for s in self._done if s != "run"]
+        return [s for s in self._done if s not in (RUN, FINISHED)]
 
     # -------------------------------------------------------------- steps
 
-    def step(self, name: str, report: "Report", compute: Callable[[], Frames],
-             summary: Callable[["Report"], str] = lambda r: "", measure: Measure | None = None) -> StepOutcome:
+    def step(self, name: str, compute: Compute, summary: Summary = lambda r: "",
+             measure: Measure | None = None) -> StepOutcome:
         if name in self._done:
-            entry = self._done[name]
-            report.counts.update(entry["counts"])
-            report.notes.extend(entry["notes"])
-            for k, v in entry["seconds"].items():
-                report.seconds[k] = round(report.seconds.get(k, 0.0) + v, 3)
-            progress.line(f"{name}: done in an earlier attempt, reusing it{_sep(summary(report))}")
-            return StepOutcome({f: self._read(name, f) for f in entry["frames"]}, resumed=True)
-
-        before = (dict(report.counts), len(report.notes), dict(report.seconds))
-        frames = _timed_step(name, report, lambda: self._write_all(name, compute()), summary, measure)
-        counts = {k: v for k, v in report.counts.items() if before[0].get(k) != v}
-        seconds = {k: round(v - before[2].get(k, 0.0), 3) for k, v in report.seconds.items()
-                   if before[2].get(k) != v}
-        self._mark(name, counts, report.notes[before[1]:], seconds, frames=sorted(frames))
-        return StepOutcome(frames, resumed=False)
+            done = self._done[name]
+            progress.line(f"{name}: done in an earlier attempt, reusing it{_sep(summary(done.report))}")
+            return StepOutcome({f: self._read(name, f) for f in done.frames}, done.report, resumed=True)
+        outcome = _run_step(name, compute, lambda frames: self._write_all(name, frames), summary, measure)
+        self._mark(name, _Marker(sorted(outcome.frames), outcome.report))
+        return outcome
 
     def _write_all(self, step: str, frames: Frames) -> Frames:
         """Write every frame (overwrite: a half-written earlier attempt is replaced) and read it back.
@@ -162,25 +180,24 @@ class Persisted:
     def _read(self, step: str, frame: str) -> "DataFrame":
         return self.spark.read.format("delta").load(paths.join(self.root, step, frame))
 
-    def _mark(self, step: str, counts: dict, notes: list[str], seconds: dict,
-              frames: list[str] | None = None) -> None:
-        from datetime import timezone
-
-        entry = {"counts": counts, "notes": notes, "seconds": seconds, "frames": frames or []}
-        row = [(step, json.dumps(counts), json.dumps(notes), json.dumps({"seconds": seconds, "frames": frames or []}),
+    def _mark(self, step: str, marker: _Marker) -> None:
+        row = [(step, marker.frames, marker.report.to_json(), marker.input, marker.started_at,
                 datetime.now(timezone.utc))]
         self.spark.createDataFrame(row, MARKER_SCHEMA).write.format("delta").mode("append").save(self.markers)
-        self._done[step] = entry
+        self._done[step] = marker
 
-    def _read_markers(self) -> dict[str, dict]:
+    def _read_markers(self) -> dict[str, _Marker]:
         if not paths.is_delta(self.spark, self.markers):
             return {}
-        done: dict[str, dict] = {}
-        # A handful of rows, one per finished step.
-        for r in self.spark.read.format("delta").load(self.markers).orderBy("finished_at").collect():
-            extra = json.loads(r["seconds"])
-            done[r["step"]] = {"counts": json.loads(r["counts"]), "notes": json.loads(r["notes"]),
-                               "seconds": extra["seconds"], "frames": extra["frames"]}
+        table = self.spark.read.format("delta").load(self.markers)
+        if "report" not in table.columns:
+            # Markers of the layout before report.py (counts/notes/seconds columns).
+            raise UserError(f"run {self.run_id} under {self.output} was recorded by an older newsdedup; "
+                            "it cannot be resumed by this version: start the run again")
+        done: dict[str, _Marker] = {}
+        for r in table.orderBy("finished_at").collect():   # a handful of rows, one per finished step
+            done[r["step"]] = _Marker(list(r["frames"] or []), StepReport.from_json(r["report"]),
+                                      r["input"], _utc(r["started_at"]))
         return done
 
     def finish(self, keep_frames: bool = False) -> None:
@@ -188,8 +205,15 @@ class Persisted:
         if not keep_frames:
             for step in self.completed():
                 paths.delete(self.spark, paths.join(self.root, step))
-        if "finished" not in self._done:
-            self._mark("finished", {}, [], {})
+        if FINISHED not in self._done:
+            self._mark(FINISHED, _Marker([], StepReport()))
+
+
+def _utc(ts: datetime | None) -> datetime | None:
+    """PySpark's collect() hands a timestamp back naive, in the Python process's local time."""
+    if ts is None or ts.tzinfo is not None:
+        return ts
+    return ts.astimezone(timezone.utc)   # a naive datetime is taken as local time here
 
 
 def list_runs(spark: "SparkSession", output: str) -> list[str]:

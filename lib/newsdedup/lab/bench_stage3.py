@@ -79,7 +79,7 @@ def minhash_baseline(ctx, docs, jaccard: float = 0.7):
     pairs, _ = candidate_pairs(docs, ctx.conf.simhash, paths=(MINHASH_PATH,))
     pairs = cut_lineage(pairs)
     ids = pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id"))).distinct()
-    feats = cut_lineage(pair_features(ctx.documents, ids, ctx.conf))
+    feats = cut_lineage(pair_features(ctx.archive, ids, ctx.conf))
     edges = cut_lineage(similarity(pairs, feats, "a", "b").where(F.col("jaccard") >= jaccard)
                         .select("a", "b", F.col("jaccard").alias("score")))
     vertices = docs.select("id", order_key().alias("key"))
@@ -87,13 +87,12 @@ def minhash_baseline(ctx, docs, jaccard: float = 0.7):
 
 
 def bench_stage3_size(spark, conf: "Config", n: int, seed: int, root: Path) -> Stage3Size:
-    from ..job import Report
     from ..stages import StageContext
     from ..stages.simhash import SimhashStage
 
     path, prep_s = prepared(spark, conf, n, seed, root)
     docs = spark.read.parquet(str(path))
-    ctx = StageContext(spark=spark, conf=conf, report=Report(run_id=f"bench3-{n}"), documents=docs)
+    ctx = StageContext(spark=spark, conf=conf, run_id=f"bench3-{n}", archive=docs)
     t0 = time.perf_counter()
     result = SimhashStage().run(ctx, docs)
     links = result.links.cache()

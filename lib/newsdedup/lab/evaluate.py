@@ -317,7 +317,7 @@ def evaluate(spark, raw, truth: pd.DataFrame, conf: "Config", pairs: pd.DataFram
     from pyspark.sql import functions as F
 
     from ..cascade import run_cascade
-    from ..job import Report
+    from ..report import RunReport as Report
 
     report = Report(run_id="eval")
     result = run_cascade(spark, raw, conf, report)

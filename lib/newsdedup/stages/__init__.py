@@ -1,9 +1,12 @@
 """The four stages of the cascade, one module each, behind one small shape.
 
-A stage is an object with a `name` (the value written to duplicate_links.stage)
-and a `run(ctx, unresolved)` method: it takes the documents earlier stages
-could not resolve and returns a `StageResult` with its links
-(duplicate_id, canonical_id, stage, score). What it hands on is the cascade's
+A stage is an object with a `name` (the value written to duplicate_links.stage),
+the `columns` it reads from the unresolved rows besides id, published_at and
+lang, and a `run(ctx, unresolved)` method: it takes the documents earlier
+stages could not resolve and returns a `StageResult` with its links
+(duplicate_id, canonical_id, stage, score) and everything it wants in the run
+report. A stage never writes into the run report itself: what it returns is
+what the run state persists for --resume. What it hands on is the cascade's
 business: the unresolved documents minus the ones it linked as duplicates.
 Stages that need per-document keys also provide a pure per-row function that
 `prepare` calls in its single Python pass over the snapshot.
@@ -15,7 +18,7 @@ without starting a JVM.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,16 +35,20 @@ class StageContext:
 
     spark: "SparkSession"
     conf: "Config"
-    report: Any                       # job.Report: counts, notes, timings
-    documents: "DataFrame"            # every prepared document (with text), for stages that need more columns
+    run_id: str
+    # Every prepared document with all its columns (text included), for stages that need more
+    # than the unresolved rows carry: the slice being run plus, on an output that already holds
+    # documents, the stored ones the slice does not replace (incremental.with_stored).
+    archive: "DataFrame"
     output: str | None = None         # where a stage may persist its own state (None: dry run)
 
 
 @dataclass
 class StageResult:
-    links: "DataFrame"                # duplicate_id, canonical_id, stage, score
+    links: "DataFrame"                # duplicate_id, canonical_id, stage, score (+ via_id when clustered)
     notes: list[str] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)   # added to the run report as they are
+    counts: dict[str, int] = field(default_factory=dict)       # counters for the run report
+    seconds: dict[str, float] = field(default_factory=dict)    # timings of the stage's own parts
     # id, flag: documents the stage could not fully handle (e.g. not compared with every
     # candidate); the cascade appends the flag to their documents row.
     flags: "DataFrame | None" = None
@@ -49,6 +56,7 @@ class StageResult:
 
 class Stage(Protocol):
     name: str
+    columns: tuple[str, ...]          # what run() reads from unresolved besides id, published_at, lang
 
     def run(self, ctx: StageContext, unresolved: "DataFrame") -> StageResult: ...
 
@@ -58,6 +66,10 @@ class ExactKeyStage:
 
     name: str
     key: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.key,)
 
     def run(self, ctx: StageContext, unresolved: "DataFrame") -> StageResult:
         from ..clustering import exact_groups

@@ -24,6 +24,7 @@ from pyspark.sql import types as T
 from .. import clustering
 from ..clustering import order_key
 from ..io import store
+from ..report import StepReport
 from . import StageResult
 from . import embeddings as emb
 from . import semantic_evidence as evidence
@@ -210,15 +211,16 @@ class SemanticStage:
     """
 
     name = "semantic"
+    columns: tuple[str, ...] = ()     # the text comes from ctx.archive
 
     def run(self, ctx, unresolved: DataFrame) -> StageResult:
-        spark, report = ctx.spark, ctx.report
+        spark, report = ctx.spark, StepReport()
         model = emb.resolve(ctx.conf.semantic)   # before any work: an uncalibrated version is refused
         sem, version, spec = model.sem, model.version, model.spec
         notes = [model.describe()]
         # published_at from unresolved: the cascade's order date (null when implausible: no time window).
         candidates = with_text(unresolved.select("id", "published_at").join(
-            ctx.documents.select("id", "lang", "title", "body"), "id"), sem.max_chars)
+            ctx.archive.select("id", "lang", "title", "body"), "id"), sem.max_chars)
         candidates = clustering.cut_lineage(candidates.drop("title", "body"))
         has_text, dated = F.col("text") != "", F.col("published_at").isNotNull()
         covered = F.coalesce(F.col("lang").isin(list(spec.languages)), F.lit(False))
@@ -270,12 +272,12 @@ class SemanticStage:
             report.counts[f"semantic.refused.{reason}"] = n
         if ctx.output is not None and sum(refused.values()):
             report.timed("semantic.refusals", lambda: write_refusals(
-                spark, ctx.output, edges.where(F.col("reason").isNotNull()), report.run_id))
+                spark, ctx.output, edges.where(F.col("reason").isNotNull()), ctx.run_id))
         vertices = texts.select("id", order_key().alias("key"))
         links = report.timed("semantic.cluster", lambda: clustering.earliest_canonical_links(
             edges.where(F.col("reason").isNull()).select("a", "b", "score"), vertices, self.name,
             sem.max_iterations))
-        return StageResult(links, notes)
+        return StageResult(links, notes + report.notes, report.counts, report.seconds)
 
 
 # ---------------------------------------------------------------- backfill

@@ -202,6 +202,7 @@ class SimhashStage:
     large-star/small-star clustering; each link scores the duplicate against its canonical."""
 
     name = "simhash"
+    columns = STAGE_COLUMNS
 
     def run(self, ctx, unresolved: "DataFrame") -> StageResult:
         from pyspark.sql import functions as F
@@ -215,7 +216,7 @@ class SimhashStage:
         pairs, split = cut_lineage(pairs), cut_lineage(split)   # both read more than once
         ids = (pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
                .distinct())
-        feats = cut_lineage(pair_features(ctx.documents, ids, ctx.conf))
+        feats = cut_lineage(pair_features(ctx.archive, ids, ctx.conf))
         edges = cut_lineage(verified(similarity(pairs, feats, "a", "b"), sim_conf)
                             .select("a", "b", F.col("jaccard").alias("score")))
 
