@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from newsdedup.lab import baselines, bench
+from newsdedup_lab import baselines, bench
 
 
 def test_parse_sizes_accepts_suffixes_and_sorts():
@@ -90,7 +90,7 @@ def test_fingerprint_floor_runs_stage_3s_kernel_on_the_raw_text(spark, tmp_path,
 
 
 def test_memory_kinds_leave_out_a_jvm_fork_and_helper_programs():
-    from newsdedup.lab.memory import process_kind
+    from newsdedup_lab.memory import process_kind
 
     jvm = ["/usr/lib/jvm/java-17/bin/java", "-cp", "x", "org.apache.spark.deploy.SparkSubmit", "pyspark-shell"]
     assert process_kind(jvm, ["/usr/bin/bash", "spark-submit"]) == "jvm"
@@ -103,7 +103,7 @@ def test_memory_kinds_leave_out_a_jvm_fork_and_helper_programs():
 def test_memory_sampler_sees_the_jvm_and_the_python_workers(spark):
     from pyspark.sql import functions as F
 
-    from newsdedup.lab.memory import MemorySampler
+    from newsdedup_lab.memory import MemorySampler
 
     spark.range(100, numPartitions=2).select(F.udf(lambda x: x + 1, "long")("id")).collect()  # workers up
     sample = MemorySampler().sample()

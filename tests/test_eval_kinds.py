@@ -5,7 +5,7 @@ import random
 
 import pandas as pd
 
-from newsdedup.lab import eval_kinds, realtext
+from newsdedup_lab import eval_kinds, realtext
 
 
 def test_stage_kind_metrics_count_duplicates_and_must_not_link_pairs():

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from newsdedup.lab import evaluate as ev
+from newsdedup_lab import evaluate as ev
 from newsdedup.stages import simhash as sh
 
 # True clusters: A = {1, 2, 3}, B = {4, 5}, C = {6}: 3 + 1 = 4 true pairs.

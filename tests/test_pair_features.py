@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from newsdedup.config import load_config
-from newsdedup.lab.synth import generate
+from newsdedup_lab.synth import generate
 from newsdedup.stages import simhash_features as sf
 from newsdedup.stages.content import ContentKeys
 from newsdedup.stages.simhash_verify import PairFeatures, pair_features

@@ -16,7 +16,7 @@ import pytest
 from newsdedup import cli, clustering, job
 from newsdedup.config import load_config
 from newsdedup.io import store
-from newsdedup.lab import calibrate
+from newsdedup_lab import calibrate
 from newsdedup.stages import embeddings as emb
 from newsdedup.config import EvidenceConfig
 from newsdedup.stages.semantic_evidence import facts_of, refusal

@@ -10,7 +10,7 @@ import pytest
 
 from fingerprint_reference import BN, EN, SET_KERNEL
 from newsdedup.config import load_config
-from newsdedup.lab.synth import generate
+from newsdedup_lab.synth import generate
 from newsdedup.stages import simhash as sh
 from newsdedup.stages import simhash_features as sf
 from newsdedup.stages import simhash_kernel as kern

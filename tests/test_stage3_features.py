@@ -6,7 +6,7 @@ from itertools import combinations
 
 import numpy as np
 
-from newsdedup.lab.synth import generate
+from newsdedup_lab.synth import generate
 from newsdedup.stages import simhash as sh
 from newsdedup.stages import simhash_candidates as sc
 from newsdedup.stages import simhash_features as sf

@@ -6,7 +6,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from newsdedup.lab import synth
+from newsdedup_lab import synth
 from newsdedup.stages import content as tx
 from newsdedup.config import load_config
 

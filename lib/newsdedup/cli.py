@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from . import config
 from .errors import UserError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 
 from .stages import STAGE_NAMES
@@ -210,67 +214,12 @@ def cmd_embed_backfill(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from .lab import evaluate
-    from .io.spark import get_spark
+def lab_commands() -> dict[str, "EntryPoint"]:
+    """Commands other packages add (the lab: eval, bench, calibrate), by name; read from package
+    metadata, so nothing of theirs is imported unless their command runs."""
+    from importlib.metadata import entry_points
 
-    # Stages 1-3 only: stage 4 has its own calibration (newsdedup calibrate).
-    conf = config.load_config(args.conf, overrides={"semantic": {"enabled": False}})
-    spark = get_spark(conf, "newsdedup-eval")
-    ev = evaluate.run_eval(spark, conf, args.output, n_docs=args.docs, seed=args.seed,
-                           input_path=args.input, truth_path=args.truth, plot=args.plot,
-                           must_not_link_path=args.must_not_link)
-    print(evaluate.report_text(ev))
-    print(f"\nwrote {args.output}/eval.json and {args.plot or args.output + '/simhash_distances.png'}")
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .lab import bench
-    from .io.spark import get_spark
-
-    # Stages 1-3 only: stage 4's search is benched by lab/bench_semantic.py.
-    conf = config.load_config(args.conf, overrides={"semantic": {"enabled": False}})
-    spark = get_spark(conf, "newsdedup-bench")
-    command = "newsdedup bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "newsdedup bench"
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-
-    if args.stage3_only:
-        import os
-        import platform
-
-        from .lab import bench_stage3
-
-        machine = f"{platform.machine()}, {os.cpu_count()} cores, Spark master {spark.sparkContext.master}"
-        out = Path(args.out if args.out != "docs/benchmarks.md" else "docs/benchmarks-stage3.md")
-        results = bench_stage3.run(spark, conf, bench.parse_sizes(args.sizes), args.seed, args.work,
-                                   on_progress=lambda r: out.write_text(bench_stage3.markdown(r, command, machine)))
-        print(bench_stage3.markdown(results, command, machine))
-        return 0
-
-    def save(partial: "bench.Bench") -> None:   # rewritten after every size
-        out.write_text(bench.markdown(partial), encoding="utf-8")
-
-    result = bench.run_bench(spark, conf, bench.parse_sizes(args.sizes), seed=args.seed, root=args.work,
-                             allpairs_n=args.allpairs_sample, embed_sample=args.embed_sample,
-                             minhash_limit_s=args.minhash_limit, command=command, on_progress=save,
-                             text_cost=not args.no_text_cost)
-    print(bench.markdown(result))
-    return 0
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .lab import calibrate
-
-    conf = config.load_config(args.conf)
-    result = calibrate.run(conf.semantic, args.pairs, args.output, model=args.model,
-                           model_version=args.model_version, device=args.device, target=args.target_precision,
-                           cross_language=True if args.cross_language else None)
-    print(calibrate.report_text(result))
-    return 0
+    return {ep.name: ep for ep in entry_points(group="newsdedup.commands")}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,46 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="documents per run (default: semantic.backfill_batch)")
     p.set_defaults(func=cmd_embed_backfill)
 
-    p = sub.add_parser("eval", help="precision/recall/F1 per stage on a labelled synthetic corpus, distance plot")
-    _common(p)
-    p.add_argument("--docs", type=int, default=5000, help="documents to generate (ignored with --input)")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--input", help="an existing corpus (Parquet, job input schema) instead of generating one")
-    p.add_argument("--truth", help="its ground truth (Parquet: id, cluster_id, kind, lang, template_id, parent_id)")
-    p.add_argument("--output", default="out/eval", help="directory for the corpus, eval.json and the plot")
-    p.add_argument("--plot", help="PNG path of the SimHash distance plot (default: OUTPUT/simhash_distances.png)")
-    p.add_argument("--must-not-link", help="pairs that must stay apart (Parquet: a, b, kind), "
-                                           "e.g. must_not_link.parquet from python -m newsdedup.lab.realtext")
-    p.set_defaults(func=cmd_eval)
-
-    p = sub.add_parser("bench", help="docs/s per stage, peak memory and baselines on synthetic corpora")
-    _common(p)
-    p.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated corpus sizes (10k, 1m allowed)")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out", default="docs/benchmarks.md", help="Markdown report")
-    p.add_argument("--work", default="out/bench", help="directory for the generated corpora")
-    p.add_argument("--allpairs-sample", type=int, default=4000, help="documents in the all-pairs SimHash sample; 0 skips")
-    p.add_argument("--embed-sample", type=int, default=256, help="documents embedded to time baseline (c); 0 skips")
-    p.add_argument("--minhash-limit", type=float, default=900, help="seconds before MinHashLSH is cancelled; 0 skips")
-    p.add_argument("--no-text-cost", action="store_true", help="skip measuring title/body in the documents table")
-    p.add_argument("--stage3-only", action="store_true",
-                   help="time stage 3 alone on features computed once per corpus, beside a banded MinHash LSH "
-                        "(default report: docs/benchmarks-stage3.md)")
-    p.set_defaults(func=cmd_bench)
-
-    p = sub.add_parser("calibrate", help="stage-4 precision/recall per threshold on labelled pairs, thresholds per model_version")
-    _common(p)
-    p.add_argument("--pairs", default="samples/semantic_pairs.jsonl", help="labelled pairs (JSON lines)")
-    p.add_argument("--output", default="out/calibration", help="directory for the PNG, JSON and YAML snippet")
-    p.add_argument("--model", help="sentence-transformers name or local path (default: the model stage 4 would run)")
-    p.add_argument("--model-version", help="version tag to calibrate (default: derived like stage 4)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: semantic.device")
-    p.add_argument("--target-precision", type=float, default=1.0,
-                   help="precision each language pair's threshold must reach on the labelled pairs (default 1.0: "
-                        "no different-event pair linked)")
-    p.add_argument("--cross-language", action="store_true",
-                   help="measure pairs of two languages too, even where the model's entry does not compare them")
-    p.set_defaults(func=cmd_calibrate)
+    for name, ep in sorted(lab_commands().items()):   # listed in --help; main() hands them their argv
+        sub.add_parser(name, add_help=False, help=f"(from {ep.value.split(':')[0]}) see: newsdedup {name} --help")
 
     return parser
 
@@ -400,11 +311,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import os
 
-    args = build_parser().parse_args(argv)
-    if getattr(args, "verbose", False):
-        os.environ["NEWSDEDUP_VERBOSE"] = "1"   # read by io.spark when the session is built
+    argv = sys.argv[1:] if argv is None else argv
+    plugin = lab_commands().get(argv[0]) if argv else None
+    if plugin is not None:
+        args = argparse.Namespace(output=None)
+
+        def command(_args: argparse.Namespace) -> int:
+            return plugin.load()(argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
+        command = args.func
+        if getattr(args, "verbose", False):
+            os.environ["NEWSDEDUP_VERBOSE"] = "1"   # read by io.spark when the session is built
     try:
-        return args.func(args)
+        return command(args)
     except (UserError, ValueError) as exc:
         print(f"newsdedup: error: {exc}", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """Stage-3 key columns before and after the compiled set kernel, side by side (issue 12).
 
-    python -m newsdedup.lab.bench_set_kernel --sizes 3000 20000
+    python -m newsdedup_lab.bench_set_kernel --sizes 3000 20000
 
 Per size: the synthetic corpus (`synth.generate(n, seed)`), title + body through
 ContentKeys as `prepare` does, then the stage-3 columns of all documents in one call:
@@ -21,7 +21,7 @@ import numpy as np
 
 
 def corpus_keys(n: int, seed: int, conf) -> tuple[list[str], list[str | None], list[bool]]:
-    from ..stages.content import ContentKeys
+    from newsdedup.stages.content import ContentKeys
     from .synth import generate
 
     d = generate(n, seed)[0].to_pydict()
@@ -32,8 +32,8 @@ def corpus_keys(n: int, seed: int, conf) -> tuple[list[str], list[str | None], l
 
 def before(sim_conf, keys, langs, has_body) -> dict[str, Any]:
     """The pre-issue-12 SimhashKeys.batch: compiled seed, then the set columns per document in Python."""
-    from ..stages import simhash_kernel as kern
-    from ..stages.simhash_features import set_columns
+    from newsdedup.stages import simhash_kernel as kern
+    from newsdedup.stages.simhash_features import set_columns
 
     n = len(keys)
     kinds = np.full(n, -1, dtype=np.int8)
@@ -59,14 +59,14 @@ def before(sim_conf, keys, langs, has_body) -> dict[str, Any]:
 
 
 def after(sim_conf, keys, langs, has_body) -> dict[str, Any]:
-    from ..stages.simhash import SimhashKeys
+    from newsdedup.stages.simhash import SimhashKeys
 
     return SimhashKeys(sim_conf).batch(keys, langs, has_body)
 
 
 def cold() -> None:
-    from ..stages import simhash as sh
-    from ..stages import simhash_kernel as kern
+    from newsdedup.stages import simhash as sh
+    from newsdedup.stages import simhash_kernel as kern
 
     kern.word_cache.cache_clear()
     sh._word_value.cache_clear()
@@ -90,7 +90,7 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..config import load_config
+    from newsdedup.config import load_config
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[3000, 20000])

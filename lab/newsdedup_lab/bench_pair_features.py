@@ -1,6 +1,6 @@
 """Stage 3's verification features before and after issue 12, side by side in one process.
 
-    python -m newsdedup.lab.bench_pair_features --sizes 20000
+    python -m newsdedup_lab.bench_pair_features --sizes 20000
 
 Per size: the synthetic corpus (`synth.generate(n, seed)`) as the documents table holds it (id,
 the language prepare stored, title, body), then id, sh, nums, names of every document:
@@ -30,7 +30,7 @@ def documents(n: int, seed: int, conf) -> "Any":
     """The corpus as a pyarrow Table of id, lang (as prepare detects it), title, body."""
     import pyarrow as pa
 
-    from ..stages.content import ContentKeys
+    from newsdedup.stages.content import ContentKeys
     from .synth import generate
 
     docs = generate(n, seed)[0]
@@ -43,8 +43,8 @@ def documents(n: int, seed: int, conf) -> "Any":
 
 def before(conf, docs) -> list[tuple]:
     """pair_features as it was: a Python row at a time, through the per-document functions."""
-    from ..stages.content import ContentKeys
-    from ..stages.simhash_features import shingle_set
+    from newsdedup.stages.content import ContentKeys
+    from newsdedup.stages.simhash_features import shingle_set
 
     keys = ContentKeys(conf.content, conf.input.max_text_chars)
     out = []
@@ -58,7 +58,7 @@ def before(conf, docs) -> list[tuple]:
 
 
 def after(conf, docs) -> list[tuple]:
-    from ..stages.simhash_verify import PairFeatures
+    from newsdedup.stages.simhash_verify import PairFeatures
 
     features = PairFeatures(conf)
     return [features.batch(b) for b in docs.to_batches(max_chunksize=BATCH_ROWS)]
@@ -70,10 +70,10 @@ def as_rows(batches) -> list[tuple]:
 
 def parts(conf, docs) -> dict[str, float]:
     """Seconds of each part of the after path over the whole corpus (warm word cache)."""
-    from ..stages.content import ContentKeys
-    from ..stages.simhash_verify import PairFeatures
-    from ..stages.simhash_features import names_of, numbers_of
-    from ..stages.simhash_sets import shingle_sets
+    from newsdedup.stages.content import ContentKeys
+    from newsdedup.stages.simhash_verify import PairFeatures
+    from newsdedup.stages.simhash_features import names_of, numbers_of
+    from newsdedup.stages.simhash_sets import shingle_sets
 
     n = docs.num_rows
     d = docs.to_pydict()
@@ -96,7 +96,7 @@ def parts(conf, docs) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..config import load_config
+    from newsdedup.config import load_config
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[20000])

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..config import Config
+    from newsdedup.config import Config
 
 SYNTH_ID_BASE = 10_000_000
 
@@ -36,7 +36,7 @@ def synthetic_documents(spark: "SparkSession", n: int, partitions: int = 2) -> "
     """n rows of pg_documents.COLUMNS with keys derived from the id (cheap, deterministic)."""
     from pyspark.sql import functions as F
 
-    from ..io import pg_documents
+    from newsdedup.io import pg_documents
 
     ids = spark.range(SYNTH_ID_BASE, SYNTH_ID_BASE + n, numPartitions=partitions)
     fp = F.xxhash64(F.col("id"), F.lit("simhash"))
@@ -69,7 +69,7 @@ def keyed_documents(spark: "SparkSession", checker, articles: list[dict]) -> "Da
     """Articles as pg_documents rows, keyed by the job's Preparer (url_hash on each URL group's first)."""
     from pyspark.sql import functions as F
 
-    from ..io import pg_documents
+    from newsdedup.io import pg_documents
 
     rows = []
     for a in articles:
@@ -121,8 +121,8 @@ def timed_batch(checker, articles: list[dict], mode: str) -> LookupRun:
 
 
 def run(spark: "SparkSession", conf: "Config", dsn: str, n_docs: int, n_articles: int, seed: int = 7) -> dict:
-    from ..io import pg, pg_documents
-    from ..ops.check import Checker
+    from newsdedup.io import pg, pg_documents
+    from newsdedup.ops.check import Checker
 
     checker = Checker(conf, dsn)  # also creates the schema
     articles = _articles(2 * n_articles, seed)
@@ -185,10 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     from pathlib import Path
 
-    from ..config import load_config
-    from ..io.spark import get_spark
+    from newsdedup.config import load_config
+    from newsdedup.io.spark import get_spark
 
-    p = argparse.ArgumentParser(prog="python -m newsdedup.lab.check_bench")
+    p = argparse.ArgumentParser(prog="python -m newsdedup_lab.check_bench")
     p.add_argument("--docs", type=int, default=1_000_000)
     p.add_argument("--articles", type=int, default=2000, help="known articles loaded, and as many checked")
     p.add_argument("--pgdata", default="out/check_bench/pgdata", help="embedded server directory (fresh)")
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     finally:
         server.cleanup()
-    command = "python -m newsdedup.lab.check_bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m newsdedup_lab.check_bench " + " ".join(sys.argv[1:] if argv is None else argv)
     Path(args.out).write_text(markdown(result, command.strip()), encoding="utf-8")
     print(json.dumps(result, indent=2))
     return 0

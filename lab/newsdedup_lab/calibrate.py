@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..errors import UserError
-from ..stages import embeddings as emb
-from ..stages.semantic_evidence import REASONS, facts_of, refusal
-from ..stages.semantic_search import lang_pair
+from newsdedup.errors import UserError
+from newsdedup.stages import embeddings as emb
+from newsdedup.stages.semantic_evidence import REASONS, facts_of, refusal
+from newsdedup.stages.semantic_search import lang_pair
 
 if TYPE_CHECKING:
-    from ..config import EvidenceConfig, SemanticConfig
+    from newsdedup.config import EvidenceConfig, SemanticConfig
 
 # Steps of 0.005: some models (multilingual-e5) place every pair of one language within a few hundredths.
 GRID = np.round(np.arange(0.30, 1.0001, 0.005), 3)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..stages import STAGE_NAMES
+from newsdedup.stages import STAGE_NAMES
 from .eval_kinds import MUST_NOT_LINK_KINDS
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from newsdedup.config import Config
 NEAR_KINDS = ("typo", "appended_update", "headline_change")
 
 
@@ -316,8 +316,8 @@ def evaluate(spark, raw, truth: pd.DataFrame, conf: "Config", pairs: pd.DataFram
 
     from pyspark.sql import functions as F
 
-    from ..cascade import run_cascade
-    from ..report import RunReport as Report
+    from newsdedup.cascade import run_cascade
+    from newsdedup.report import RunReport as Report
 
     report = Report(run_id="eval")
     result = run_cascade(spark, raw, conf, report)
@@ -378,7 +378,7 @@ def run_eval(spark, conf: "Config", output: str | Path, *, n_docs: int = 5000, s
              plot: str | Path | None = None, must_not_link_path: str | None = None) -> Evaluation:
     """Generate a corpus under output (unless input/truth are given), evaluate, write
     output/eval.json and the distance plot (default output/simhash_distances.png)."""
-    from ..io.input import read_input
+    from newsdedup.io.input import read_input
     from . import synth
 
     out = Path(output)

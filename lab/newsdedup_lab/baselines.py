@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from newsdedup.config import Config
 
 
 def pairs(n: int) -> int:
@@ -41,7 +41,7 @@ def allpairs_simhash(spark, fps, conf: "Config") -> tuple[int, float]:
     """Exact all-pairs Hamming on fps (id, lang, simhash) with a Spark cross join; (pairs within, s)."""
     from pyspark.sql import functions as F
 
-    from ..stages.simhash_candidates import per_language
+    from newsdedup.stages.simhash_candidates import per_language
 
     a, b = fps.alias("a"), fps.alias("b")
     joined = (a.crossJoin(b).where((F.col("a.id") < F.col("b.id")) & (F.col("a.lang") == F.col("b.lang")))
@@ -127,8 +127,8 @@ def plain_sha256_job(spark, input_path: str, output: str) -> tuple[int, float]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..clustering import order_key
-    from ..io.input import read_input
+    from newsdedup.clustering import order_key
+    from newsdedup.io.input import read_input
 
     def canonical(key: str):
         return F.first("id").over(Window.partitionBy(key).orderBy(order_key()))
@@ -162,13 +162,13 @@ def fingerprint_floor_job(spark, input_path: str, conf: "Config", output: str | 
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from ..io.input import read_input
-    from ..stages.content import language
+    from newsdedup.io.input import read_input
+    from newsdedup.stages.content import language
 
     sim_conf = conf.simhash
 
     def fingerprints(batches):
-        from ..stages.simhash import SimhashKeys
+        from newsdedup.stages.simhash import SimhashKeys
 
         keys = SimhashKeys(sim_conf)
         for b in batches:

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..stages import STAGE_NAMES as _CASCADE
+from newsdedup.stages import STAGE_NAMES as _CASCADE
 from .baselines import (EmbedCost, TextCost, allpairs_simhash, documents_text_cost, embed_cost,
                         extrapolate_quadratic, fingerprint_floor_job, minhash_join, pairs, plain_sha256_job)
 from .memory import MemorySampler, jvm_heap_peak_mb, reset_jvm_heap_peak
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from newsdedup.config import Config
 
 # Timed steps of a stage 1-3 run (stage 4 is costed separately, as baseline (c)).
 STAGE_NAMES = ("prepare", *_CASCADE[:3])
@@ -143,7 +143,7 @@ def _measured(spark, fn: Callable[[], Any]) -> tuple[Any, float, dict[str, float
 
 def end_to_end(spark, conf: "Config", path: Path, work: Path, run_id: str):
     """Stages 1-3 as the job runs them (read, keys, stages, Delta write; no Postgres); the Report."""
-    from .. import job
+    from newsdedup import job
 
     conf = conf.with_overrides({"semantic": {"enabled": False}})
     return job.run(spark, str(path), str(work / "out"), conf, load_pg=False, run_id=run_id)
@@ -155,8 +155,8 @@ def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
 
     from pyspark.sql import functions as F
 
-    from ..io import store
-    from ..io.input import read_input
+    from newsdedup.io import store
+    from newsdedup.io.input import read_input
 
     path = corpus(n, seed, root)
     work = root / f"runs_{n}"
@@ -211,7 +211,7 @@ def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
               on_progress: Callable[[Bench], None] | None = None) -> Bench:
     """Bench every size in order; baselines are measured once, on the first size's corpus.
     on_progress gets the partial result after each size (so a long run leaves a report behind)."""
-    from ..io.input import read_input
+    from newsdedup.io.input import read_input
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -398,7 +398,7 @@ def markdown(b: Bench) -> str:
                  "Jaccard distance < 0.5); a run over the time limit is cancelled and its elapsed time is a lower "
                  "bound.")
     parts += [f"Note: {n}" for n in b.notes]
-    parts.append("Stage 4 is not part of this bench; its search is benched by `python -m newsdedup.lab.bench_semantic` "
+    parts.append("Stage 4 is not part of this bench; its search is benched by `python -m newsdedup_lab.bench_semantic` "
                  "(docs/benchmarks_semantic.md).")
     for r in b.sizes:
         parts += [f"Note (n={r.n:,}): {n}" for n in r.notes]

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from ..stages import STAGE_NAMES
+from newsdedup.stages import STAGE_NAMES
 
 MUST_NOT_LINK_KINDS = ("hard_negative", "template_report", "neighbour_id", "same_topic")
 

@@ -1,6 +1,6 @@
 """prepare's per-batch key pass before and after a change, side by side on the same batches (issue 12).
 
-    python -m newsdedup.lab.bench_prepare --baseline main --docs 20000 [--spark 200000]
+    python -m newsdedup_lab.bench_prepare --baseline main --docs 20000 [--spark 200000]
 
 The baseline is another revision of this repository: its lib/ is exported with
 `git archive` and this file runs once per side in a fresh interpreter, with
@@ -38,7 +38,7 @@ def udf_batches(n: int, seed: int, size: int) -> tuple[list[list[Any]], list[str
     import pyarrow as pa
 
     from newsdedup.io.input import TEXT_COLUMNS
-    from newsdedup.lab.synth import generate
+    from newsdedup_lab.synth import generate
 
     docs = generate(n, seed)[0]
     cols: dict[str, Any] = {}
@@ -86,7 +86,7 @@ def spark_noop(n: int, seed: int, repeats: int, root: Path) -> dict[str, float]:
     from newsdedup.config import load_config
     from newsdedup.io.input import conform, read_input
     from newsdedup.io.spark import get_spark
-    from newsdedup.lab.bench import corpus
+    from newsdedup_lab.bench import corpus
 
     conf = load_config()
     spark = get_spark(conf, "bench-prepare")

@@ -7,7 +7,7 @@ cosines around 0 +- 0.05, so the edges found are the planted pairs, and recall
 is measured against them; with --verify N the edges of an N-per-48h corpus are
 also compared with brute-force numpy over all pairs.
 
-    python -m newsdedup.lab.bench_semantic --sizes 20000,50000 --out docs/benchmarks_semantic.md
+    python -m newsdedup_lab.bench_semantic --sizes 20000,50000 --out docs/benchmarks_semantic.md
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ class Result:
 
 
 def bench_one(spark, sem, per_48h: int, dim: int, thr: float, verify: bool) -> Result:
-    from ..config import SemanticThresholds
-    from ..stages import semantic_search
+    from newsdedup.config import SemanticThresholds
+    from newsdedup.stages import semantic_search
     from .memory import MemorySampler
 
     docs = per_48h * SPAN_H // 48
@@ -148,10 +148,10 @@ def markdown(results: list[Result], command: str, machine: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..config import load_config
-    from ..io.spark import get_spark
+    from newsdedup.config import load_config
+    from newsdedup.io.spark import get_spark
 
-    p = argparse.ArgumentParser(prog="python -m newsdedup.lab.bench_semantic")
+    p = argparse.ArgumentParser(prog="python -m newsdedup_lab.bench_semantic")
     p.add_argument("--sizes", default="20000,50000", help="documents per 48 hours")
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--block-size", type=int, help="default: semantic.block_size")
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     # Random vectors state no facts: the bench measures the cosine search, so the evidence is off.
     sem = dataclasses.replace(sem, evidence=dataclasses.replace(sem.evidence, enabled=False))
     spark = get_spark(conf, "newsdedup-bench-semantic")
-    command = "python -m newsdedup.lab.bench_semantic " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m newsdedup_lab.bench_semantic " + " ".join(sys.argv[1:] if argv is None else argv)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Spark master {spark.sparkContext.master}"
     results = []
 

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..stages import content as tx
+from newsdedup.stages import content as tx
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from newsdedup.config import Config
 
 KINDS = ("origin", "url_variant", "syndicated", "nfd", "typo", "appended_update",
          "headline_change", "rewrite", "hard_negative")
@@ -336,7 +336,7 @@ def url_key_collisions(docs: Any, truth: Any, conf: "Config") -> dict[str, int]:
 
     docs/truth: pandas DataFrames with id, url, source / id, cluster_id, kind, parent_id.
     """
-    from ..stages import url as urls
+    from newsdedup.stages import url as urls
 
     url_conf = conf.url
     scheme = url_conf.scheme_insensitive

@@ -18,7 +18,7 @@ different game or day in the same words), neighbour_id (two different articles
 at neighbouring ?id= URLs of one outlet) and same_topic (the most similar pairs
 of different articles in one category, by word 3-shingle Jaccard).
 
-    python -m newsdedup.lab.realtext --bbc DIR --bd articles.json --out out/realtext
+    python -m newsdedup_lab.realtext --bbc DIR --bd articles.json --out out/realtext
 
 writes docs.parquet (the job's input schema), truth.parquet (id, cluster_id,
 kind, lang, template_id, parent_id) and must_not_link.parquet (a, b, kind, lang).
@@ -283,7 +283,7 @@ def write(out: str | Path, articles: list[Article], seed: int = 11) -> tuple[Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m newsdedup.lab.realtext", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m newsdedup_lab.realtext", description=__doc__.split("\n")[0])
     p.add_argument("--bbc", help="BBC News dataset directory (<category>/<nnn>.txt)")
     p.add_argument("--bd", help="Bangladesh News Articles JSON (articles.json)")
     p.add_argument("--out", default="out/realtext")

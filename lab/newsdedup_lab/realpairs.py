@@ -6,7 +6,7 @@ the articles' text, which belongs to the outlets. This tool joins them with the
 corpora they were read from (samples/stage4_labels/SOURCES.md says where to get
 each) and writes the JSON lines `newsdedup calibrate --pairs` reads:
 
-    python -m newsdedup.lab.realpairs --corpus /work/data/clir_en.json [--corpus ...] \\
+    python -m newsdedup_lab.realpairs --corpus /work/data/clir_en.json [--corpus ...] \\
         --out out/stage4_pairs.jsonl
 
 A corpus is a JSON list, JSON lines or Parquet file of articles; the fields are
@@ -25,7 +25,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from ..stages.semantic import embedding_text
+from newsdedup.stages.semantic import embedding_text
 
 LABELS = Path(__file__).resolve().parents[3] / "samples" / "stage4_labels"
 FIELDS = {"id": ("doc_id", "id", "article_id", "url_hash"), "title": ("title", "headline"),
@@ -96,7 +96,7 @@ def pairs_with_text(labels: list[dict], corpus: dict[str, dict]) -> tuple[list[d
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m newsdedup.lab.realpairs", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m newsdedup_lab.realpairs", description=__doc__.split("\n")[0])
     ap.add_argument("--labels", nargs="*", help="label CSV files (default: samples/stage4_labels/*.csv)")
     ap.add_argument("--corpus", action="append", required=True, help="a corpus file (repeat for several)")
     ap.add_argument("--out", required=True, help="JSON lines for newsdedup calibrate --pairs")
