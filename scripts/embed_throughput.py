@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from newsdedup.config import SemanticConfig  # noqa: E402
-from newsdedup.stages import embeddings as emb  # noqa: E402
+from newsdedup.stages.semantic import embeddings as emb  # noqa: E402
 
 
 def synthetic_texts(n: int) -> list[str]:
@@ -43,7 +43,7 @@ def synthetic_texts(n: int) -> list[str]:
 
 def real_texts(path: str, n: int, max_chars: int) -> list[str]:
     """Title + newline + body, trimmed, cut to max_chars (semantic.embedding_text); no empty text."""
-    from newsdedup.stages.semantic import embedding_text
+    from newsdedup.stages.semantic.step import embedding_text
 
     if path.endswith(".parquet"):
         import pandas as pd
@@ -131,7 +131,7 @@ def through_spark(args, run: dict, texts: list[str]) -> tuple[dict, np.ndarray]:
     """semantic.embed on local[N]: N tasks (one Python worker, one model each), model loads included."""
     from pyspark.sql import SparkSession
 
-    from newsdedup.stages import semantic
+    from newsdedup.stages.semantic import step as semantic
 
     spark = getattr(through_spark, "spark", None)
     if spark is None:

@@ -13,7 +13,7 @@ What it does, with nothing downloaded:
    is used (ids < 30522, valid for the 250002-row embedding); without that package a WordPiece
    vocabulary is trained on the texts with `tokenizers`. Token counts differ from XLM-R's;
    texts are long enough that most hit the 512-token cut either way.
-3. measures documents/s at 512 tokens through newsdedup.stages.embeddings.load_model + encode
+3. measures documents/s at 512 tokens through newsdedup.stages.semantic.embeddings.load_model + encode
    (token-budget batches, tokenising in a background thread) in bf16 and fp16 for a few token
    budgets, and the cosine of bf16/fp16 vectors against fp32 ones on a subset.
 Prints a JSON summary and writes it to $OUT/gpu_check.json when OUT is set (or --out).
@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO / "lib"))
 
 import numpy as np  # noqa: E402
 
-from newsdedup.stages import embeddings as emb  # noqa: E402
+from newsdedup.stages.semantic import embeddings as emb  # noqa: E402
 
 BGE_M3 = dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096,
               max_position_embeddings=8194, type_vocab_size=1, vocab_size=250002)

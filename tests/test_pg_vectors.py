@@ -8,7 +8,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from newsdedup.stages import embeddings as emb
+from newsdedup.stages.semantic import embeddings as emb
 from newsdedup.io import pg_vectors as pv
 
 from semantic_data import SEM_CONF, VERSION, text

@@ -8,10 +8,12 @@ import pytest
 from pyspark.sql import functions as F
 
 from newsdedup.config import SemanticThresholds
-from newsdedup.stages import embeddings as emb
+from newsdedup.stages.semantic import embeddings as emb
 from newsdedup import cli
 from newsdedup.io import store
-from newsdedup.stages import StageContext, semantic, semantic_search
+from newsdedup.stages import StageContext
+from newsdedup.stages.semantic import search as semantic_search
+from newsdedup.stages.semantic import step as semantic
 from newsdedup.report import RunReport as Report, StepReport
 
 from semantic_data import DOC_SCHEMA, SEM, SEM_CONF, T0, VERSION, doc

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from newsdedup.config import ConfigError, EvidenceConfig, load_config
-from newsdedup.stages.semantic_evidence import REASONS, Facts, facts_of, name_key, refusal
+from newsdedup.stages.semantic.evidence import REASONS, Facts, facts_of, name_key, refusal
 
 # Sunday 15 February 2026, 10:00 in Dhaka.
 SUNDAY = datetime(2026, 2, 15, 4, 0, tzinfo=timezone.utc)

@@ -17,9 +17,9 @@ from newsdedup import cli, clustering, job
 from newsdedup.config import load_config
 from newsdedup.io import store
 from newsdedup_lab import calibrate
-from newsdedup.stages import embeddings as emb
+from newsdedup.stages.semantic import embeddings as emb
 from newsdedup.config import EvidenceConfig
-from newsdedup.stages.semantic_evidence import facts_of, refusal
+from newsdedup.stages.semantic.evidence import facts_of, refusal
 
 from conftest import REPO, SAMPLE
 from semantic_data import DEFAULT_CPU_VERSION, SEM_CONF, T0, VERSION

@@ -104,7 +104,7 @@ class Result:
 
 def bench_one(spark, sem, per_48h: int, dim: int, thr: float, verify: bool) -> Result:
     from newsdedup.config import SemanticThresholds
-    from newsdedup.stages import semantic_search
+    from newsdedup.stages.semantic import search as semantic_search
     from .memory import MemorySampler
 
     docs = per_48h * SPAN_H // 48

@@ -3,7 +3,7 @@
 A pair is two texts with a label: 1 the same event written independently, 0
 two different events (the same outlet's template, or the same topic). Every
 pair is scored as stage 4 scores it: the cosine of the model's unit vectors,
-then the evidence check (semantic_evidence: scores, days, numbers, names, with
+then the evidence check (stages/semantic/evidence.py: scores, days, numbers, names, with
 `published_a`/`published_b` resolving "yesterday" and weekdays). Precision and
 recall are computed per threshold and per language pair (en-en, bn-bn, en-bn),
 with 95% Wilson intervals at the chosen threshold. The threshold chosen for a
@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from newsdedup.errors import UserError
-from newsdedup.stages import embeddings as emb
-from newsdedup.stages.semantic_evidence import REASONS, facts_of, refusal
-from newsdedup.stages.semantic_search import lang_pair
+from newsdedup.stages.semantic import embeddings as emb
+from newsdedup.stages.semantic.evidence import REASONS, facts_of, refusal
+from newsdedup.stages.semantic.search import lang_pair
 
 if TYPE_CHECKING:
     from newsdedup.config import EvidenceConfig, SemanticConfig

@@ -29,7 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     conf = config.load_config(args.conf, overrides={"semantic": {"enabled": False}} if args.no_semantic else None)
     if conf.semantic.enabled:
-        from .stages import embeddings
+        from .stages.semantic import embeddings
 
         embeddings.resolve(conf.semantic)   # an unusable stage-4 setup fails before any Spark work
     if not (args.input or args.resume):
@@ -200,7 +200,7 @@ def cmd_migrate_urls(args: argparse.Namespace) -> int:
 
 
 def cmd_embed_backfill(args: argparse.Namespace) -> int:
-    from .stages import semantic
+    from .stages.semantic import step as semantic
     from .io.spark import get_spark
 
     sem = {k: v for k, v in (("model", args.model), ("model_version", args.model_version),

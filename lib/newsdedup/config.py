@@ -231,7 +231,7 @@ class SemanticThresholds:
 
 @dataclass(frozen=True)
 class EvidenceConfig:
-    """Stage 4's evidence beyond the cosine (stages/semantic_evidence.py, docs/semantic.md)."""
+    """Stage 4's evidence beyond the cosine (stages/semantic/evidence.py, docs/semantic.md)."""
 
     enabled: bool = True
     numbers: float = 0.5         # share of the smaller set of stated numbers both must state

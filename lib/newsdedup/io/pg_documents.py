@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from . import pg, store
-from ..stages.embeddings import ModelVersionMismatch
+from ..stages.semantic.embeddings import ModelVersionMismatch
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -240,7 +240,7 @@ def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", 
     """Load <output>/documents (and the vectors of the configured model) into Postgres documents."""
     version = None
     if conf.semantic.enabled:
-        from ..stages.embeddings import resolve
+        from ..stages.semantic.embeddings import resolve
 
         version = resolve(conf.semantic, with_thresholds=False).version
     rows, dim = rows_from_delta(spark, output, version)

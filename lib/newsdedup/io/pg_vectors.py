@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import pg, pg_documents
-from ..stages.embeddings import ModelVersionMismatch, require_same_version
+from ..stages.semantic.embeddings import ModelVersionMismatch, require_same_version
 
 DOCUMENT_COLUMNS = ("id", "published_at", "lang", "source", "title", "canonical_url", "model_version", "embedding")
 INDEX_NAME = pg_documents.HNSW_INDEX

@@ -16,7 +16,7 @@ a match:
    semantic.window_hours of published_at, cosine >= the same/cross-language threshold
 
 Keys come from the stages' own per-row functions (prepare.Preparer calls
-UrlKeys, ContentKeys, SimhashKeys); the vector from stages.embeddings.
+UrlKeys, ContentKeys, SimhashKeys); the vector from stages.semantic.embeddings.
 
 As in the batch job, a document suppressed at an earlier stage takes no part
 in later ones, and a match that is itself a duplicate at the same stage
@@ -152,7 +152,7 @@ class Checker:
         self.preparer = Preparer(conf)
         self.model = self.version = self.resolved = None
         if conf.semantic.enabled:
-            from ..stages import embeddings as emb
+            from ..stages.semantic import embeddings as emb
 
             # The model stage 4 runs (fallback, coverage, calibrated thresholds), decided as in the job.
             self.resolved = emb.resolve(conf.semantic)
@@ -175,8 +175,8 @@ class Checker:
         return self.preparer.row(row)
 
     def vector(self, keys: Mapping[str, Any]):
-        from ..stages import embeddings as emb
-        from ..stages.semantic import embedding_text
+        from ..stages.semantic import embeddings as emb
+        from ..stages.semantic.step import embedding_text
 
         if self.model is None or keys["published_at"] is None or keys["lang"] not in self.resolved.spec.languages:
             return None   # a language the model does not cover is never compared

@@ -85,7 +85,7 @@ def build(conf: "Config") -> list[Stage]:
 
     stages: list[Stage] = [UrlStage(), ContentStage(), SimhashStage()]
     if conf.semantic.enabled:
-        from .semantic import SemanticStage  # torch & co. load only when stage 4 is on
+        from .semantic.step import SemanticStage  # torch & co. load only when stage 4 is on
 
         stages.append(SemanticStage())
     return stages

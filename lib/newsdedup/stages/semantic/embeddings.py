@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from ..config import ConfigError
+from ...config import ConfigError
 
 if TYPE_CHECKING:
-    from ..config import ModelSpec, SemanticConfig, SemanticThresholds
+    from ...config import ModelSpec, SemanticConfig, SemanticThresholds
 
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("torch", "onnx", "onnx-int8")

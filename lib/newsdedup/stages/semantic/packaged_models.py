@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..config import ConfigError
+from ...config import ConfigError
 
 INSTALL_HINT = "pip install 'newsdedup[semantic]'"
 # Written last into every directory this module builds: what it holds and from what.

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from ..config import EvidenceConfig
+from ...config import EvidenceConfig
 
 # Why each pair was refused; the order is the order in which `refusal` checks.
 REASONS = ("scores_differ", "dates_differ", "numbers_differ", "names_differ", "no_shared_evidence")

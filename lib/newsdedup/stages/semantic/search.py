@@ -7,7 +7,7 @@ every (block, block) pair that can hold a pair is one Spark task: a task holds
 at most 2 x block_size vectors whatever the bucket's size, so no bucket is ever
 skipped. Scores are exact (numpy matrix products), so recall is that of
 brute force. Each pair above its language pair's threshold is then checked
-against the two documents' facts (semantic_evidence): the cosine proposes, the
+against the two documents' facts (evidence.py): the cosine proposes, the
 evidence decides.
 """
 
@@ -22,10 +22,10 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import embeddings as emb
-from .semantic_evidence import Facts, refusal
+from .evidence import Facts, refusal
 
 if TYPE_CHECKING:
-    from ..config import SemanticConfig, SemanticThresholds
+    from ...config import SemanticConfig, SemanticThresholds
 
 # One row per pair above its threshold within the window; reason: why the evidence
 # refused it (semantic_evidence.REASONS), null for a pair that links.

@@ -3,7 +3,7 @@
 Survivors of stages 1-3 are embedded on the executors (mapInPandas, one model
 per Python worker, GPU when Spark assigned one to the task), the vectors are
 kept in the Delta table <output>/embeddings tagged with their model_version,
-and candidates are searched only inside a time window (semantic_search: exact
+and candidates are searched only inside a time window (search.py: exact
 cosine, block against block). Only documents in a language the model covers
 are embedded. Each document links to the earliest document it is directly
 similar to that is not itself a duplicate (clustering.earliest_canonicals),
@@ -21,17 +21,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .. import clustering
-from ..clustering import order_key
-from ..io import store
-from ..report import StepReport
-from . import StageResult
+from ... import clustering
+from ...clustering import order_key
+from ...io import store
+from ...report import StepReport
+from .. import StageResult
 from . import embeddings as emb
-from . import semantic_evidence as evidence
-from . import semantic_search as search
+from . import evidence
+from . import search
 
 if TYPE_CHECKING:
-    from ..config import EvidenceConfig, SemanticConfig
+    from ...config import EvidenceConfig, SemanticConfig
 
 EMBEDDINGS_TABLE = "embeddings"
 EMBEDDINGS_SCHEMA = T.StructType([
