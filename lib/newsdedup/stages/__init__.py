@@ -1,4 +1,4 @@
-"""The four stages of the cascade, one module each, behind one small shape.
+"""The four stages of the cascade, one module or package each, behind one small shape (base.py).
 
 A stage is an object with a `name` (the value written to duplicate_links.stage),
 the `columns` it reads from the unresolved rows besides id, published_at and
@@ -12,69 +12,21 @@ Stages that need per-document keys also provide a pure per-row function that
 `prepare` calls in its single Python pass over the snapshot.
 
 This module imports no Spark so that the command line can list stage names
-without starting a JVM.
+without starting a JVM; `build` imports the stage modules when a run needs them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
+
+# The contract every stage module imports (base.py imports none of them).
+from .base import ExactKeyStage, Stage, StageContext, StageResult
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
     from ..config import Config
 
 # The values of duplicate_links.stage, in cascade order (cheapest first).
 STAGE_NAMES = ("url", "content", "simhash", "semantic")
-
-
-@dataclass
-class StageContext:
-    """What a stage may read besides the documents it is given."""
-
-    spark: "SparkSession"
-    conf: "Config"
-    run_id: str
-    # Every prepared document with all its columns (text included), for stages that need more
-    # than the unresolved rows carry: the slice being run plus, on an output that already holds
-    # documents, the stored ones the slice does not replace (incremental.with_stored).
-    archive: "DataFrame"
-    output: str | None = None         # where a stage may persist its own state (None: dry run)
-
-
-@dataclass
-class StageResult:
-    links: "DataFrame"                # duplicate_id, canonical_id, stage, score (+ via_id when clustered)
-    notes: list[str] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)       # counters for the run report
-    seconds: dict[str, float] = field(default_factory=dict)    # timings of the stage's own parts
-    # id, flag: documents the stage could not fully handle (e.g. not compared with every
-    # candidate); the cascade appends the flag to their documents row.
-    flags: "DataFrame | None" = None
-
-
-class Stage(Protocol):
-    name: str
-    columns: tuple[str, ...]          # what run() reads from unresolved besides id, published_at, lang
-
-    def run(self, ctx: StageContext, unresolved: "DataFrame") -> StageResult: ...
-
-
-class ExactKeyStage:
-    """A stage that groups documents by one exact key column (stages 1 and 2)."""
-
-    name: str
-    key: str
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.key,)
-
-    def run(self, ctx: StageContext, unresolved: "DataFrame") -> StageResult:
-        from ..clustering import exact_groups
-
-        return StageResult(exact_groups(unresolved, self.key, self.name))
 
 
 def build(conf: "Config") -> list[Stage]:
@@ -89,3 +41,6 @@ def build(conf: "Config") -> list[Stage]:
 
         stages.append(SemanticStage())
     return stages
+
+
+__all__ = ["STAGE_NAMES", "ExactKeyStage", "Stage", "StageContext", "StageResult", "build"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from numba import njit
 
-from . import ExactKeyStage
+from .base import ExactKeyStage
 from .nfkc import nfkc
 
 if TYPE_CHECKING:

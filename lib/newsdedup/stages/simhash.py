@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from . import StageResult
+from .base import StageResult
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import unquote
 
-from . import ExactKeyStage
+from .base import ExactKeyStage
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

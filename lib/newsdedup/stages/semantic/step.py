@@ -25,7 +25,7 @@ from ... import clustering
 from ...clustering import order_key
 from ...io import store
 from ...report import StepReport
-from .. import StageResult
+from ..base import StageResult
 from . import embeddings as emb
 from . import evidence
 from . import search
