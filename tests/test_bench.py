@@ -70,23 +70,21 @@ def test_plain_job_writes_hashes_and_the_earliest_canonical(spark, tmp_path):
 
 
 def test_fingerprint_floor_runs_stage_3s_kernel_on_the_raw_text(spark, tmp_path, conf):
-    """(e) computes exactly the fingerprints prepare's pass gives the same (raw) text."""
-    from newsdedup.stages.simhash import SimhashKeys
+    """(e) computes the fingerprints pinned for these texts before the compiled kernel (fingerprint_reference:
+    English word 3-grams, Bangla char 4-grams; no title, so the raw text is the body)."""
+    from fingerprint_reference import BN, EN, KERNEL
 
-    en = "The minister said on Tuesday that the new bridge over the river would open next spring after delays"
-    bn = "ঢাকায় আজ সকালে ভারী বৃষ্টিপাতের কারণে শহরের বিভিন্ন এলাকায় জলাবদ্ধতা দেখা দিয়েছে বলে জানা গেছে"
-    rows = [(1, "Bridge", en, "en"), (2, "বৃষ্টি", bn, "bn"), (3, "Short", "too short", "en"), (4, None, None, None)]
+    ref = {(c, i, kind): (fp, n) for c, i, kind, _, fp, n, _ in KERNEL}
+    rows = [(1, None, EN[0], "en"), (2, None, BN[0], "bn"), (3, None, EN[6], "en"), (4, None, None, None),
+            (5, None, EN[4], None)]                                  # no lang: the default spec (word 3-grams)
     src = str(tmp_path / "in.parquet")
     spark.createDataFrame(rows, "id long, title string, body string, lang string").write.parquet(src)
     _, secs = baselines.fingerprint_floor_job(spark, src, conf, str(tmp_path / "floor"))
     got = {r.id: (r.simhash, r.n_features) for r in spark.read.format("delta").load(str(tmp_path / "floor")).collect()}
-    keys = SimhashKeys(conf.simhash)
-    want = {}
-    for i, title, body, lang in rows:
-        c = keys.columns(f"{title or ''}\n{body or ''}", lang or "other", True)
-        want[i] = (c["simhash"], c["n_features"])
-    assert secs > 0 and got == want
-    assert got[1][0] is not None and got[2][0] is not None and got[3][0] is None
+    assert secs > 0
+    assert got == {1: ref["EN", 0, "word"], 2: ref["BN", 0, "char"],
+                   3: (None, ref["EN", 6, "word"][1]),               # 2 features, below min_features 8
+                   4: (None, 0), 5: ref["EN", 4, "word"]}
 
 
 def test_memory_kinds_leave_out_a_jvm_fork_and_helper_programs():

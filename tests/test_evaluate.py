@@ -85,11 +85,38 @@ def test_distance_samples_label_pairs_and_the_sweep_counts_them():
     assert sweep.loc[0, "hard_negatives_within"] == 0 and sweep.loc[3, "hard_negatives_within"] == 2
 
 
-def test_plot_is_a_png(tmp_path):
-    s = pd.DataFrame({"lang": ["en", "en", "bn", "bn"], "kind": ["typo", "hard_negative", "typo", "band_candidate"],
-                      "duplicate": [True, False, True, False], "distance": [1, 9, 2, 14]})
-    path = ev.plot_distances(s, {"en": 3, "bn": 2, "default": 3}, tmp_path / "d.png")
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def _bars(ax):
+    """{bin centre: height} of the histogram bars of one series (its colour) on ax."""
+    return {p.get_x() + p.get_width() / 2: p.get_height() for p in ax.patches if p.get_height() > 0}
+
+
+def test_plot_shows_each_languages_series_and_threshold(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+    from matplotlib.image import imread
+
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figures.append(fig), close(fig)))   # keep a look at it
+    s = pd.DataFrame({"lang": ["en", "en", "en", "bn", "bn"],
+                      "kind": ["typo", "typo", "hard_negative", "typo", "band_candidate"],
+                      "duplicate": [True, True, False, True, False], "distance": [1, 1, 9, 2, 14]})
+    path = ev.plot_distances(s, {"en": 3, "bn": 2, "default": 3}, tmp_path / "d.png", max_distance=24)
+    (fig,) = figures
+    bn, en = fig.axes
+    assert (bn.get_title(), en.get_title()) == ("lang = bn", "lang = en")
+    labels = lambda ax: [t.get_text() for t in ax.get_legend().get_texts()]   # noqa: E731
+    assert labels(en) == ["near duplicates (typo, update, headline) (n=2)", "hard negatives (same template) (n=1)",
+                          "max_hamming = 3"]
+    assert labels(bn) == ["near duplicates (typo, update, headline) (n=1)",
+                          "other non-duplicates sharing a band (n=1)", "max_hamming = 2"]
+    # The threshold line sits between max_hamming and the next distance; the counts sit on their distances.
+    assert [line.get_xdata()[0] for line in en.get_lines()] == [3.5]
+    assert [line.get_xdata()[0] for line in bn.get_lines()] == [2.5]
+    assert _bars(en) == {1.0: 2, 9.0: 1} and _bars(bn) == {2.0: 1, 14.0: 1}
+    assert en.get_yscale() == "log" and en.get_xlim() == (-0.5, 24.5)
+    image = imread(path)
+    assert image.shape[:2] == (462, 1430)             # two panels of 6.5 x 4.2 inches at 110 dpi
+    assert image[..., :3].std() > 0.05                # not blank
 
 
 def test_end_to_end_eval_on_a_small_corpus(spark, conf, tmp_path):

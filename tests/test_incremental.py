@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pandas as pd
 import psycopg
 import pytest
 from pyspark.sql import functions as F
 
-from newsdedup import job
+from newsdedup import incremental, job
 from newsdedup.io import store
 from newsdedup.ops import revert
 
@@ -123,3 +125,61 @@ def test_another_slice_order_ends_the_same(runs, spark, conf, tmp_path):
         job.run(spark, str(root / f"slice{k}.parquet"), out, conf, load_pg=False)
     whole = keyset(store.read(spark, str(root / "full"), "duplicate_links").collect())
     assert keyset(store.active_links(spark, out).collect()) == whole
+
+
+# ---------------------------------------------------------------- write_links, link by link
+
+T1, T2, T3 = (datetime(2026, 5, d, 12) for d in (1, 2, 3))
+
+
+def computed(spark, rows):
+    return spark.createDataFrame(rows, "duplicate_id long, canonical_id long, stage string, score double")
+
+
+def stored(spark, path):
+    return {(r.duplicate_id, r.canonical_id, r.stage): r.asDict() for r in spark.read.format("delta").load(path).collect()}
+
+
+def test_a_superseded_link_computed_again_is_revived_in_its_own_row(spark, tmp_path):
+    path = str(tmp_path / "duplicate_links")
+    both = [(2, 1, "url", 1.0), (3, 1, "simhash", 0.95)]
+    assert incremental.write_links(spark, computed(spark, both), path, "r1", T1)["new"] == 2
+    assert incremental.write_links(spark, computed(spark, both[:1]), path, "r2", T2) == \
+        {"new": 0, "superseded": 1, "revived": 0, "rescored": 0}
+    row = stored(spark, path)[3, 1, "simhash"]
+    assert (row["superseded_at"], row["superseded_by_run"]) == (T2, "r2")
+    assert incremental.write_links(spark, computed(spark, both), path, "r3", T3) == \
+        {"new": 0, "superseded": 0, "revived": 1, "rescored": 0}
+    rows = stored(spark, path)
+    assert len(rows) == 2                                          # revived, not written a second time
+    row = rows[3, 1, "simhash"]
+    assert (row["superseded_at"], row["superseded_by_run"]) == (None, None)
+    assert (row["linked_at"], row["run_id"], row["score"]) == (T1, "r1", 0.95)
+
+
+def test_a_link_computed_again_with_another_score_keeps_its_row_and_linked_at(spark, tmp_path):
+    path = str(tmp_path / "duplicate_links")
+    incremental.write_links(spark, computed(spark, [(2, 1, "url", 1.0), (3, 1, "simhash", 0.95)]), path, "r1", T1)
+    counts = incremental.write_links(spark, computed(spark, [(2, 1, "url", 1.0), (3, 1, "simhash", 0.97)]),
+                                     path, "r2", T2)
+    assert counts == {"new": 0, "superseded": 0, "revived": 0, "rescored": 1}
+    rows = stored(spark, path)
+    assert len(rows) == 2
+    assert {k: (r["score"], r["linked_at"], r["run_id"], r["superseded_at"]) for k, r in rows.items()} == \
+        {(2, 1, "url"): (1.0, T1, "r1", None), (3, 1, "simhash"): (0.97, T1, "r1", None)}
+
+
+@pytest.mark.parametrize("score", [0.95, 0.97])
+def test_a_reverted_link_stays_reverted_when_the_next_run_computes_it_again(spark, tmp_path, score):
+    out = str(tmp_path / "out")
+    path = store.table_path(out, "duplicate_links")
+    links = [(2, 1, "url", 1.0), (3, 1, "simhash", 0.95)]
+    incremental.write_links(spark, computed(spark, links), path, "r1", T1)
+    assert revert.apply(spark, out, revert.Selection("simhash"), dsn=None, reason="wrong", now=T2).delta == 1
+    again = incremental.write_links(spark, computed(spark, [links[0], (3, 1, "simhash", score)]), path, "r2", T3)
+    assert again == {"new": 0, "superseded": 0, "revived": 0, "rescored": 0}
+    rows = stored(spark, path)
+    assert len(rows) == 2
+    row = rows[3, 1, "simhash"]
+    assert (row["reverted_at"], row["revert_reason"], row["superseded_at"], row["score"]) == (T2, "wrong", None, 0.95)
+    assert {(r.duplicate_id, r.canonical_id) for r in store.active_links(spark, out).collect()} == {(2, 1)}

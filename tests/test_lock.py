@@ -50,9 +50,55 @@ def test_a_lock_without_heartbeat_is_taken_over(tmp_path):
 def test_a_lock_of_a_dead_process_on_this_host_is_taken_over(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    _foreign_lock(tmp_path / "out", age_s=1, host=socket.gethostname(), pid=dead.pid)
+    path = _foreign_lock(tmp_path / "out", age_s=1, host=socket.gethostname(), pid=dead.pid)
     held = lock.acquire(str(tmp_path / "out"), CONF, "newsdedup run")
-    lock.release(held)
+    try:
+        owner = json.loads(path.read_text())
+        assert owner["token"] == held.token != "foreign"
+        assert (owner["host"], owner["pid"], owner["command"]) == (socket.gethostname(), os.getpid(), "newsdedup run")
+        held.ensure_held()
+    finally:
+        lock.release(held)
+    assert not path.exists()
+
+
+def test_a_live_process_on_this_host_keeps_its_lock(tmp_path):
+    """Same host, process alive (this one), heartbeat fresh: refused, and the file is left as it was."""
+    path = _foreign_lock(tmp_path / "out", age_s=1, host=socket.gethostname(), pid=os.getpid())
+    before = path.read_text()
+    with pytest.raises(lock.OutputLocked, match=rf"pid {os.getpid()}"):
+        lock.acquire(str(tmp_path / "out"), CONF, "newsdedup run")
+    assert path.read_text() == before
+
+
+def _wait_until(check, what, timeout=30.0):
+    """Poll for an event (no bound on how soon it must come, only a generous timeout for a stuck thread)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_the_heartbeat_touches_the_lock_and_notices_a_takeover(tmp_path):
+    fast = load_config(overrides={"lock": {"heartbeat_s": 0.05, "stale_after_s": 600}}).lock
+    held = lock.acquire(str(tmp_path / "out"), fast, "newsdedup run")
+    path = held.path
+    try:
+        past = time.time() - 3600
+        os.utime(path, (past, past))
+        _wait_until(lambda: path.stat().st_mtime > past + 1800, "the heartbeat never touched the lock")
+        assert json.loads(path.read_text())["token"] == held.token and not held.lost
+        held.ensure_held()
+        _foreign_lock(tmp_path / "out")                      # taken over while this run stalled
+        _wait_until(lambda: held.lost, "the heartbeat never noticed the foreign token")
+        mtime = path.stat().st_mtime
+        time.sleep(0.3)                                      # six heartbeats: the thread has stopped touching
+        assert path.stat().st_mtime == mtime
+        with pytest.raises(lock.OutputLocked, match="lost the lock"):
+            held.ensure_held()
+    finally:
+        lock.release(held)
+    assert json.loads(path.read_text())["token"] == "foreign"   # release leaves the new owner's file
 
 
 def test_a_run_whose_lock_was_taken_over_refuses_to_commit(tmp_path):
@@ -75,31 +121,27 @@ def test_holding_is_reentrant_in_one_process(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_concurrent_second_run_fails_fast_and_the_first_is_intact(spark, tmp_path):
+def test_a_second_run_is_refused_without_starting_spark_and_the_first_is_intact(spark, conf, tmp_path):
+    """This process holds the lock (the first run); a second `newsdedup run` on the output is refused
+    before it starts a JVM (JAVA_HOME points nowhere), then the first run writes its output."""
+    from newsdedup import job
+
     out = tmp_path / "out"
-    conf = tmp_path / "c.yaml"
-    conf.write_text("spark: {shuffle_partitions: 2, delta_snapshot_partitions: 1}\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("spark: {shuffle_partitions: 2, delta_snapshot_partitions: 1}\n")
     cmd = [sys.executable, "-m", "newsdedup.cli", "run", "--input", str(SAMPLE), "--output", str(out),
-           "--no-postgres", "--conf", str(conf)]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "lib")}
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline = time.time() + 120
-        while not (out / lock.LOCK_NAME).exists():
-            assert first.poll() is None and time.time() < deadline, "the first run never took the lock"
-            time.sleep(0.2)
-        t0 = time.time()
-        second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-        waited = time.time() - t0
+           "--no-postgres", "--conf", str(cfg)]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "lib"), "JAVA_HOME": str(tmp_path / "no-java"),
+           "PATH": str(Path(sys.executable).parent)}
+    with lock.hold(str(out), CONF, "newsdedup run") as first:
+        owner = (out / lock.LOCK_NAME).read_text()
+        second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
         assert second.returncode == 2, second.stderr
-        assert "is in use: newsdedup run by" in second.stderr and f"pid {first.pid}" in second.stderr
-        assert second.stderr.count("\n") == 1 and waited < 60   # no JVM was started to find out
-        assert first.poll() is None, "the second run must be refused while the first still runs"
-        _, err = first.communicate(timeout=900)
-        assert first.returncode == 0, err[-3000:]
-    finally:
-        if first.poll() is None:
-            first.kill()
-    assert store.read(spark, str(out), "documents").count() == 38
+        assert "is in use: newsdedup run by" in second.stderr and f"pid {os.getpid()}" in second.stderr
+        assert second.stderr.count("\n") == 1 and second.stdout == ""
+        assert (out / lock.LOCK_NAME).read_text() == owner
+        first.ensure_held()
+        report = job.run(spark, str(SAMPLE), str(out), conf, load_pg=False)   # re-entrant: the same lock
+    assert report.counts["documents"] == store.read(spark, str(out), "documents").count() == 38
     assert len(list((out / "reports").glob("*.json"))) == 1
     assert not (out / lock.LOCK_NAME).exists()

@@ -118,6 +118,21 @@ def test_an_older_copy_of_a_url_takes_over_its_url_hash(spark, pg_dsn):
     assert q(pg_dsn, "SELECT id, url_hash FROM documents ORDER BY id") == [(4, "u"), (5, None)]
 
 
+def test_a_reload_without_vectors_keeps_the_vectors_an_earlier_load_gave(spark, pg_dsn):
+    """A load of documents without vectors (stage 4 off, another model's rows not joined) upserts their keys
+    and leaves each stored vector; a load with a vector replaces it."""
+    first = [{"id": 1, "url_hash": "a", "title": "old", "model_version": "m@1", "embedding": "[1,0,0]"},
+             {"id": 2, "url_hash": "b", "title": "two", "model_version": "m@1", "embedding": "[0,1,0]"}]
+    assert pg_documents.load_documents(_doc_rows(spark, first), pg_dsn, "L1", dim=3)["inserted"] == 2
+    second = [{"id": 1, "url_hash": "a", "title": "new"},
+              {"id": 2, "url_hash": "b", "title": "two", "model_version": "m@1", "embedding": "[0,0,1]"},
+              {"id": 3, "url_hash": "c", "title": "three"}]
+    assert pg_documents.load_documents(_doc_rows(spark, second), pg_dsn, "L2", dim=3) == \
+        {"staged": 3, "inserted": 1, "updated": 2}
+    assert q(pg_dsn, "SELECT id, title, model_version, embedding::text FROM documents ORDER BY id") == \
+        [(1, "new", "m@1", "[1,0,0]"), (2, "two", "m@1", "[0,0,1]"), (3, "three", None, None)]
+
+
 # ---------------------------------------------------------------- check
 
 
@@ -159,15 +174,22 @@ def test_a_content_match_suppressed_at_stage_1_stands_aside(loaded, conf):
     _, dsn, _, docs, links = loaded
     rows = sample_rows()
     url_dups = [l for l in links.values() if l["stage"] == "url"]
+    assert url_dups
+    checker = check.Checker(conf, dsn)
+    twins = 0
     for link in url_dups:
         survivors_same_text = [i for i, d in docs.items()
                                if d["content_hash"] == docs[link["duplicate_id"]]["content_hash"]
                                and links.get(i, {}).get("stage") != "url"]
-        v = check.Checker(conf, dsn).check(article(rows[link["duplicate_id"]], id=900010,
-                                                   url="https://fresh.example/z"))
+        v = checker.check(article(rows[link["duplicate_id"]], id=900010, url="https://fresh.example/z"))
         assert v.canonical_id != link["duplicate_id"]
         if survivors_same_text:
-            assert v.stage == "content"
+            twins += 1
+            # The survivor the batch run resolved that text to (itself, or its own content canonical).
+            want = {links[i]["canonical_id"] if links.get(i, {}).get("stage") == "content" else i
+                    for i in survivors_same_text}
+            assert v.stage == "content" and v.canonical_id in want
+    assert twins > 0, "the sample must hold a URL duplicate whose text a surviving document shares"
 
 
 def test_a_batch_sees_its_own_variants_and_insert_survives_conflicts(loaded, conf, capsys, tmp_path):

@@ -33,8 +33,17 @@ def frame(spark, vectors, version=VERSION, rows=ROWS):
                                        "canonical_url string, model_version string, embedding array<float>")
 
 
-def test_seed_query_is_the_one_from_the_issue():
-    assert pv.SEED_QUERY == ISSUE_SEED_QUERY
+def test_nearest_returns_what_the_issues_seed_query_returns(spark, pg_dsn, vectors):
+    """The issue's query text, run as written (server-side $1), against what pv.nearest answers."""
+    pv.load_documents(frame(spark, vectors), pg_dsn, "load-1")
+    with psycopg.RawCursor(psycopg.connect(pg_dsn)) as cur:
+        issue = [(int(i), float(s)) for i, s in
+                 cur.execute(ISSUE_SEED_QUERY, [pv.vector_literal(vectors["metro_b"])]).fetchall()]
+        cur.connection.close()
+    assert sorted(i for i, _ in issue) == [11, 12, 13] and issue[0][0] == 11   # 14: 72 hours old
+    got = pv.nearest(pg_dsn, vectors["metro_b"], VERSION)
+    assert [i for i, _ in got] == [i for i, _ in issue]
+    assert [s for _, s in got] == pytest.approx([s for _, s in issue], abs=1e-6)
 
 
 def test_seed_query_returns_the_nearest_recent_document(spark, pg_dsn, vectors):

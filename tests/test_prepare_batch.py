@@ -63,13 +63,17 @@ def test_a_batch_without_failures_matches_row_by_row_results():
     whole = prepare_batch(keys, arrays, names).to_pylist()
     single = [prepare_batch(keys, [a.slice(i, 1) for a in arrays], names).to_pylist()[0] for i in range(5)]
     assert whole == single
-    # The per-row columns (prepare.Preparer, newsdedup check) give the same stage-3 keys.
-    from newsdedup.stages.content import ContentKeys
-    from newsdedup.stages.simhash import SimhashKeys
 
-    conf = load_config()
-    content = ContentKeys(conf.content, conf.input.max_text_chars).columns(rows[2]["title"], rows[2]["body"], None,
-                                                                           None, [])
-    row = SimhashKeys(conf.simhash).columns(content["key"], content["lang"], content["has_body"])
-    assert {k: row[k] for k in ("simhash", "simhash_w", "mh_bands")} == \
-        {k: whole[2][k] for k in ("simhash", "simhash_w", "mh_bands")}
+
+def test_prepare_batch_gives_the_reference_fingerprints():
+    """The keys stored fingerprints depend on, against values pinned before the batch kernel
+    (tests/fingerprint_reference.py), not against another path through the same code."""
+    from fingerprint_reference import BN, EN, ROWS, SET_ROWS, TITLES_BN, TITLES_EN
+
+    rows = [{"url": f"https://e.com/{i}", "title": t, "body": b}
+            for i, (t, b) in enumerate(zip(TITLES_EN + TITLES_BN, EN + BN))]
+    arrays, names = batch(rows)
+    out = prepare_batch(Keys(load_config()), arrays, names).to_pylist()
+    assert [(r["content_hash"], r["simhash"], r["n_features"]) for r in out] == \
+        [(h, fp, n) for _, _, h, _, fp, n in ROWS]
+    assert [(r["simhash_w"], r["mh_bands"]) for r in out] == [(w, bands) for _, _, _, w, bands in SET_ROWS]

@@ -16,7 +16,7 @@ from newsdedup.stages.semantic import search as semantic_search
 from newsdedup.stages.semantic import step as semantic
 from newsdedup.report import RunReport as Report, StepReport
 
-from semantic_data import DOC_SCHEMA, SEM, SEM_CONF, T0, VERSION, doc
+from semantic_data import ARTICLES, DOC_SCHEMA, SEM, SEM_CONF, T0, VERSION, doc, text
 
 WINDOW_H = 48
 # The first bucket boundary after T0, to place a pair on both sides of it.
@@ -113,6 +113,34 @@ def test_window_threshold_and_evidence_all_matter(first_run, spark, conf, archiv
         report.counts["semantic.refused.scores_differ"]
     assert "scores_differ" in stats.format_refusals(counted)
     assert stats.delta_refusals(spark, first_run[0], stats.Filter(stage="simhash")) == []
+
+
+def test_undated_documents_are_counted_and_a_changed_text_is_embedded_again(spark, conf, tmp_path):
+    import numpy as np
+
+    out = str(tmp_path / "out")
+    title, body = ARTICLES["derby"]
+    undated = (3, None, "en", title, body, "outlet")           # no time window: never compared
+    rows = [doc(1, "metro_a", 0), doc(2, "metro_b", 4), undated]
+    links, report = run_stage(spark, spark.createDataFrame(rows, DOC_SCHEMA), conf_with(conf), out)
+    assert set(links) == {(2, 1)}
+    assert report.counts["semantic.no_published_at"] == 1 and report.counts["semantic.no_text"] == 0
+    assert report.counts["semantic.embedded"] == 2
+    assert any("1 document(s) without published_at" in n for n in report.notes)
+    first = {r.id: r for r in store.read(spark, out, "embeddings").collect()}
+    assert set(first) == {1, 2}
+
+    # 2's text is corrected (now the flood report): its vector is computed again, 1's is reused.
+    rows = [doc(1, "metro_a", 0), doc(2, "flood", 4), undated]
+    links, report = run_stage(spark, spark.createDataFrame(rows, DOC_SCHEMA), conf_with(conf), out)
+    assert links == {}
+    assert (report.counts["semantic.embedded"], report.counts["semantic.reused_vectors"]) == (1, 1)
+    second = {r.id: r for r in store.read(spark, out, "embeddings").collect()}
+    assert set(second) == {1, 2}
+    assert second[1].text_hash == first[1].text_hash and second[1].embedding == first[1].embedding
+    assert second[2].text_hash != first[2].text_hash
+    (flood,) = emb.encode(emb.model_for(SEM_CONF), [text("flood")])
+    assert float(np.dot(np.array(second[2].embedding), flood)) == pytest.approx(1.0, abs=1e-4)
 
 
 def test_vectors_of_different_model_versions_are_never_compared(spark):

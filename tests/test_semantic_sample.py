@@ -6,6 +6,7 @@ Real Spark, real all-MiniLM-L6-v2 (the packaged fallback: BGE-M3 weights are abs
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import timedelta
 
@@ -39,8 +40,8 @@ def sample_run(spark, conf, tmp_path_factory):
     return docs, links, report, out
 
 
-def test_the_english_only_model_links_no_bangla_article(sample_run):
-    docs, links, report, _ = sample_run
+def test_the_english_only_model_links_no_bangla_article(sample_run, spark):
+    docs, links, report, out = sample_run
     semantic = [x for x in links if x["stage"] == "semantic"]
     # Stage 4 runs by default. Its links on the sample depend on what stage 3 left: since stage 3
     # verifies exact shingle sets (issue 11) it finds the sample's edited copies itself.
@@ -51,6 +52,12 @@ def test_the_english_only_model_links_no_bangla_article(sample_run):
     # The Bangla survivors of stages 1-3 were counted, not compared.
     bangla = {i for i, d in docs.items() if d.lang == "bn"} - {x["duplicate_id"] for x in links}
     assert report.counts["semantic.language_not_covered"] == len(bangla) > 0
+    # Not embedded either: the stored vectors are exactly those of the English survivors with a body and a date.
+    embedded = {r.id for r in store.read(spark, out, "embeddings").select("id").collect()}
+    english = {i for i, d in docs.items() if d.lang == "en" and (d.body or "").strip() and d.published_at} - \
+        {x["duplicate_id"] for x in links if x["stage"] != "semantic"}
+    assert embedded == english and not embedded & bangla
+    assert report.counts["semantic.embedded"] == len(english)
     assert any(f"model_version={DEFAULT_CPU_VERSION} " in n and "fallback" in n for n in report.notes)
     assert any("languages all-MiniLM-L6-v2 does not cover (bn)" in n for n in report.notes)
 
@@ -81,7 +88,7 @@ def test_no_semantic_skips_stage_4(spark, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_the_notebook_runs_against_the_sample_output(sample_run, tmp_path, monkeypatch):
+def test_the_notebook_runs_against_the_sample_output(sample_run, spark, tmp_path, monkeypatch):
     """A copy of notebooks/explore_links.ipynb (committed without outputs) executed with nbclient."""
     import nbformat
     from nbclient import NotebookClient
@@ -99,6 +106,18 @@ def test_the_notebook_runs_against_the_sample_output(sample_run, tmp_path, monke
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2   # links per day, score histograms
     text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    # The counts the notebook prints are those of the Delta tables the job wrote.
+    docs, links, _, out = sample_run
+    active = [x for x in links if x["reverted_at"] is None]
+    assert f"{len(docs)} documents, {len(links)} links ({len(active)} active), 1 run(s)\n" in text
+    per_stage = {s: sum(x["stage"] == s for x in active) for s in ("url", "content", "simhash", "semantic")}
+    assert all(per_stage.values())
+    for stage, n in per_stage.items():
+        assert re.search(rf"^{stage}\s+{n}$", text, re.M), (stage, n)
+    assert f"stage 4 links: {per_stage['semantic']}\n" in text
+    refusals = store.table_path(out, "semantic_refusals")
+    n_refused = store.read(spark, out, "semantic_refusals").count() if store.exists(spark, refusals) else 0
+    assert f"stage 4 refusals: {n_refused}\n" in text
     assert f"stage 4: {VERSION}" in text
     assert "simhash" in text and "url" in text
     # Stage 4's one link, with both titles, and no Bangla document in any stage-4 line.

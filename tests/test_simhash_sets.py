@@ -138,10 +138,17 @@ def test_a_tiny_word_cache_changes_no_set_column():
     rng = random.Random(3)
     texts = random_texts(rng, 60) + BN
     seed, sets = [("char", 4)] * len(texts), [("word", 3)] * len(texts)
-    tiny = compiled(texts, seed, sets, cache=kern.WordCache(slots=8, arena=40))
-    for t, g in zip(texts, tiny):
-        if g[0]:
-            assert_same(g, expected(t, "word", 3))
+    cache = kern.WordCache(slots=8, arena=40)     # at most 4 words: fills and restarts all the time
+    tiny = compiled(texts, seed, sets, cache=cache)
+    seeded = [(t, g) for t, g in zip(texts, tiny) if g[0]]
+    assert len(seeded) > len(texts) // 2 and sum(g[2] is not None for _, g in seeded) > len(texts) // 3
+    for t, g in seeded:
+        assert_same(g, expected(t, "word", 3))
+    # Every column, seeded or not, equals a run with a cache large enough never to restart.
+    roomy = compiled(texts, seed, sets, cache=kern.WordCache(1 << 16, 1 << 16))
+    for g, r in zip(tiny, roomy):
+        assert g[0] == r[0] and np.array_equal(g[1], r[1]) and (g[2], g[3]) == (r[2], r[3])
+    assert 0 < cache.state[1] <= 4
 
 
 def test_the_spark_prepare_step_stores_the_compiled_set_columns_exactly(spark, conf):

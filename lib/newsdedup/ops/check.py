@@ -298,6 +298,9 @@ def read_jsonl(path: str) -> Iterator[dict[str, Any]]:
         for n, line in enumerate(fh, 1):
             if line.strip():
                 try:
-                    yield json.loads(line)
+                    value = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise UserError(f"{path}:{n}: not a JSON object ({exc.msg})") from None
+                if not isinstance(value, dict):
+                    raise UserError(f"{path}:{n}: not a JSON object (a JSON {type(value).__name__})")
+                yield value

@@ -1,0 +1,116 @@
+"""`newsdedup check` on an empty real PostgreSQL: a batch's articles matched against each other
+(content, SimHash, vectors) without reading back its own inserts, bad JSONL lines, and the
+per-article savepoint of --insert."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from newsdedup import cli
+from newsdedup.ops import check
+from newsdedup.stages.simhash import hamming
+
+from semantic_data import ARTICLES, SEM, T0
+
+BODY = ("Ferry service on the Padma resumed on Monday after three days of suspension due to dense fog, "
+        "the inland water transport authority said, adding that launches and ferries would run on the "
+        "usual timetable from the Mawa and Kathalbari terminals while passengers were asked to check "
+        "the weather bulletins before setting out.")
+
+
+def article(i, body=BODY, title="Ferry service resumes on the Padma", hours=0, url=None, lang="en"):
+    return {"id": i, "url": url or f"https://outlet{i}.example/news/{i}", "title": title, "body": body,
+            "published_at": (T0 + timedelta(hours=hours)).isoformat(), "source": f"outlet{i}", "lang": lang}
+
+
+def q(dsn, text, params=()):
+    with psycopg.connect(dsn) as c:
+        return c.execute(text, params).fetchall()
+
+
+def test_a_batch_matches_its_own_copies_by_content_and_simhash(pg_dsn, conf):
+    checker = check.Checker(conf, pg_dsn)
+    copy = article(2, url="https://elsewhere.example/ferry")
+    edited = article(3, body=BODY + " (UNB)", url="https://third.example/ferry")   # an agency credit added
+    other = article(4, body="Rivers in Sylhet rose above danger level on Tuesday, leaving thousands of families "
+                            "stranded as the Surma kept swelling after heavy rain upstream in Meghalaya.",
+                    title="Flood situation worsens in Sylhet")
+    # The case under test occurs: the edit changes the content hash, not the SimHash beyond the threshold.
+    k1, k3 = checker.keys(article(1)), checker.keys(edited)
+    assert k1["content_hash"] != k3["content_hash"] and k1["url_hash"] != k3["url_hash"]
+    assert hamming(k1["simhash"], k3["simhash"]) <= conf.simhash.language("en").max_hamming
+    assert any(k1[f"band_{i}"] == k3[f"band_{i}"] for i in range(4))
+
+    verdicts = list(checker.check_batch([article(1), copy, edited, other]))
+    assert [(v.id, v.canonical_id, v.stage) for v in verdicts] == \
+        [(1, None, None), (2, 1, "content"), (3, 1, "simhash"), (4, None, None)]
+    assert verdicts[1].score == 1.0 and verdicts[2].score == 1 - hamming(k1["simhash"], k3["simhash"]) / 64
+    assert q(pg_dsn, "SELECT count(*) FROM documents") == [(0,)]          # without --insert nothing is written
+
+
+def test_a_batch_matches_its_own_same_event_reports_by_vector(pg_dsn, conf):
+    checker = check.Checker(conf.with_overrides({"semantic": SEM}), pg_dsn)
+
+    def report(i, key, hours):
+        title, body = ARTICLES[key]
+        return article(i, body=body, title=title, hours=hours)
+
+    a, b, other, derby, late = checker.check_batch([report(1, "metro_a", 0), report(2, "metro_b", 4),
+                                                    report(3, "flood", 1), report(4, "derby", 2),
+                                                    report(5, "derby_other_outlet", 62)])
+    assert [v.canonical_id for v in (a, other, derby)] == [None, None, None]
+    assert (b.canonical_id, b.stage) == (1, "semantic") and b.score >= SEM["thresholds"]["same_language"]
+    # The same game by another outlet links to the derby within the window (test_semantic), not 60 h later.
+    assert late.canonical_id is None
+    (near,) = list(check.Checker(checker.conf, pg_dsn).check_batch([report(4, "derby", 2),
+                                                                   report(5, "derby_other_outlet", 5)]))[1:]
+    assert (near.canonical_id, near.stage) == (4, "semantic")
+
+
+def test_a_bad_jsonl_line_stops_the_batch_with_its_line_number_and_inserts_nothing(pg_dsn, tmp_path, capsys):
+    path = tmp_path / "batch.jsonl"
+    path.write_text(json.dumps(article(1)) + "\n\n" + '{"id": 2, "title": "cut off\n' + json.dumps(article(3)) + "\n",
+                    encoding="utf-8")
+    assert cli.main(["check", "--pg", pg_dsn, "--input", str(path), "--insert"]) == 2
+    out, err = capsys.readouterr()
+    assert f"{path}:3: not a JSON object" in err
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [1]   # the lines before it were answered
+    assert q(pg_dsn, "SELECT count(*) FROM documents") == [(0,)]          # the batch's transaction rolled back
+
+
+def test_a_unique_violation_undoes_only_its_own_article(pg_dsn, conf):
+    """A unique violation ON CONFLICT DO NOTHING cannot absorb (another table's key, written by a trigger,
+    as a concurrent writer's would be): article 2's savepoint rolls back, 1 and 3 and 3's link still go in."""
+    checker = check.Checker(conf, pg_dsn, insert=True, run_id="check-test")
+    with psycopg.connect(pg_dsn) as c:
+        c.execute("CREATE TABLE sources_seen (source text PRIMARY KEY)")
+        c.execute("CREATE FUNCTION note_source() RETURNS trigger LANGUAGE plpgsql AS "
+                  "$$ BEGIN INSERT INTO sources_seen VALUES (NEW.source); RETURN NEW; END $$")
+        c.execute("CREATE TRIGGER documents_note_source BEFORE INSERT ON documents "
+                  "FOR EACH ROW EXECUTE FUNCTION note_source()")
+    clash = {**article(2, body="A completely different story about the new bridge over the Jamuna opening to "
+                            "traffic next spring after two years of construction delays and cost overruns."), "source": "outlet1"}
+    verdicts = list(checker.check_batch([article(1), clash, article(3, url="https://elsewhere.example/ferry")]))
+    assert [(v.id, v.canonical_id, v.stage) for v in verdicts] == [(1, None, None), (2, None, None), (3, 1, "content")]
+    assert verdicts[0].error is None and verdicts[2].error is None
+    assert verdicts[1].error.startswith("not inserted: duplicate key value violates unique constraint")
+    assert q(pg_dsn, "SELECT id FROM documents ORDER BY id") == [(1,), (3,)]
+    assert q(pg_dsn, "SELECT source FROM sources_seen ORDER BY 1") == [("outlet1",), ("outlet3",)]       # article 2's row went with its savepoint
+    assert q(pg_dsn, "SELECT duplicate_id, canonical_id, stage, run_id FROM duplicate_links") == \
+        [(3, 1, "content", "check-test")]
+
+
+@pytest.mark.parametrize("line,message", [("[1, 2]", "not a JSON object"), ('"just text"', "not a JSON object"),
+                                          ('{"title": "no id"}', "article without an id")])
+def test_a_json_line_that_is_not_an_article_is_a_clear_error(pg_dsn, tmp_path, capsys, line, message):
+    path = tmp_path / "batch.jsonl"
+    path.write_text(json.dumps(article(1)) + "\n" + line + "\n", encoding="utf-8")
+    assert cli.main(["check", "--pg", pg_dsn, "--input", str(path), "--insert"]) == 2
+    out, err = capsys.readouterr()
+    assert message in err and err.count("\n") == 1
+    assert [json.loads(x)["id"] for x in out.splitlines()] == [1]
+    assert q(pg_dsn, "SELECT count(*) FROM documents") == [(0,)]
