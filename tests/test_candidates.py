@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from newsdedup.config import load_config
-from newsdedup.stages.simhash_candidates import (MINHASH_PATH, SIMHASH_PATH, bucket_pairs, candidate_pairs,
+from newsdedup.stages.simhash.candidates import (MINHASH_PATH, SIMHASH_PATH, bucket_pairs, candidate_pairs,
                                                  last_run_start, table_masks)
 
 

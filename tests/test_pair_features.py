@@ -1,4 +1,4 @@
-"""Stage 3's verification features (simhash_verify.pair_features) over Arrow batches equal what
+"""Stage 3's verification features (simhash.verify.pair_features) over Arrow batches equal what
 the per-document functions give (ContentKeys.columns, shingle_set, numbers_of, names_of) for every
 document: English, Bangla (seed char 4-grams, set word 3-shingles), no body, odd text."""
 
@@ -7,9 +7,9 @@ import pytest
 
 from newsdedup.config import load_config
 from newsdedup.lab.synth import generate
-from newsdedup.stages import simhash_features as sf
+from newsdedup.stages.simhash import reference as ref
 from newsdedup.stages.content import ContentKeys
-from newsdedup.stages.simhash_verify import PairFeatures, pair_features
+from newsdedup.stages.simhash.verify import PairFeatures, pair_features
 
 ODD = [(None, None), ("Headline only", None), ("Headline only", ""), ("", "   \n\t "), (None, "!!! ... ,,, ।"),
        ("\x00\x07 control", "zero\u200bwidth\u200c joiners \ufeff and \ufffd replacement \U0001F600"),
@@ -35,8 +35,8 @@ def per_document(conf, rows):
     for i, lang, title, body in rows:
         key = keys.columns(title, body, None, lang, [])["key"]
         spec = conf.simhash.language(lang)
-        out[i] = (sf.shingle_set(key, spec.set_features, spec.set_ngram).tolist(), sf.numbers_of(key),
-                  sf.names_of(key))
+        out[i] = (ref.shingle_set(key, spec.set_features, spec.set_ngram).tolist(), ref.numbers_of(key),
+                  ref.names_of(key))
     return out
 
 

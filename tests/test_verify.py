@@ -1,10 +1,10 @@
-"""Stage 3's pair measures (simhash_verify.similarity) against their definition on Python sets."""
+"""Stage 3's pair measures (simhash.verify.similarity) against their definition on Python sets."""
 
 import random
 
 import pytest
 
-from newsdedup.stages.simhash_verify import similarity
+from newsdedup.stages.simhash.verify import similarity
 
 
 def reference(x, y, empty):

@@ -44,7 +44,7 @@ def documents(n: int, seed: int, conf) -> "Any":
 def before(conf, docs) -> list[tuple]:
     """pair_features as it was: a Python row at a time, through the per-document functions."""
     from ..stages.content import ContentKeys
-    from ..stages.simhash_features import shingle_set
+    from ..stages.simhash.reference import shingle_set
 
     keys = ContentKeys(conf.content, conf.input.max_text_chars)
     out = []
@@ -58,7 +58,7 @@ def before(conf, docs) -> list[tuple]:
 
 
 def after(conf, docs) -> list[tuple]:
-    from ..stages.simhash_verify import PairFeatures
+    from ..stages.simhash.verify import PairFeatures
 
     features = PairFeatures(conf)
     return [features.batch(b) for b in docs.to_batches(max_chunksize=BATCH_ROWS)]
@@ -71,9 +71,9 @@ def as_rows(batches) -> list[tuple]:
 def parts(conf, docs) -> dict[str, float]:
     """Seconds of each part of the after path over the whole corpus (warm word cache)."""
     from ..stages.content import ContentKeys
-    from ..stages.simhash_verify import PairFeatures
-    from ..stages.simhash_features import names_of, numbers_of
-    from ..stages.simhash_sets import shingle_sets
+    from ..stages.simhash.kernels import shingle_sets
+    from ..stages.simhash.reference import names_of, numbers_of
+    from ..stages.simhash.verify import PairFeatures
 
     n = docs.num_rows
     d = docs.to_pydict()

@@ -73,8 +73,8 @@ def minhash_baseline(ctx, docs, jaccard: float = 0.7):
     from pyspark.sql import functions as F
 
     from ..clustering import cut_lineage, links_from_edges, order_key
-    from ..stages.simhash_candidates import MINHASH_PATH, candidate_pairs
-    from ..stages.simhash_verify import pair_features, similarity
+    from ..stages.simhash.candidates import MINHASH_PATH, candidate_pairs
+    from ..stages.simhash.verify import pair_features, similarity
 
     pairs, _ = candidate_pairs(docs, ctx.conf.simhash, paths=(MINHASH_PATH,))
     pairs = cut_lineage(pairs)

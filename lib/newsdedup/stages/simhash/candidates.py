@@ -1,4 +1,4 @@
-"""Stage 3's candidate pairs (the Spark half of simhash.py, with simhash_verify.py).
+"""Stage 3's candidate pairs (Spark, with a compiled bucket scan); verification is verify.py.
 
 Two candidate paths share one bucketing: every document becomes one row per
 table and per MinHash band, keyed (lang, path, slot, value); rows that share a
@@ -26,7 +26,7 @@ not compared with every other member, and are returned to be counted and
 flagged on their documents rows.
 
 Every candidate is then verified on the two documents' exact shingle sets
-(simhash_verify.py).
+(verify.py).
 """
 
 from __future__ import annotations
@@ -35,12 +35,15 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 from numba import njit
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ...clustering import cut_lineage
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
-
-    from ..config import LanguageSpec, SimhashConfig
+    from ...config import LanguageSpec, SimhashConfig
 
 SIMHASH_PATH, MINHASH_PATH = 0, 1
 
@@ -82,10 +85,8 @@ def minhash_candidate_probability(jaccard: float, bands: int, rows: int) -> floa
 
 # ---------------------------------------------------------------- per-language expressions
 
-def per_language(sim_conf: "SimhashConfig", lang: "Column", value) -> "Column":
+def per_language(sim_conf: "SimhashConfig", lang: Column, value) -> Column:
     """A column that is value(spec) for each configured language (default otherwise)."""
-    from pyspark.sql import functions as F
-
     expr = value(sim_conf.languages["default"])
     for name, spec in sim_conf.languages.items():
         if name != "default":
@@ -93,18 +94,14 @@ def per_language(sim_conf: "SimhashConfig", lang: "Column", value) -> "Column":
     return expr
 
 
-def _lit_masks(spec: "LanguageSpec") -> "Column":
-    from pyspark.sql import functions as F
-
+def _lit_masks(spec: "LanguageSpec") -> Column:
     return F.array(*[F.lit(m).cast("long") for m in table_masks(spec.blocks, spec.max_hamming)])
 
 
 # ---------------------------------------------------------------- exploded rows (Spark)
 
-def _exploded(docs: "DataFrame", sim_conf: "SimhashConfig", paths: tuple[int, ...]) -> "DataFrame":
+def _exploded(docs: DataFrame, sim_conf: "SimhashConfig", paths: tuple[int, ...]) -> DataFrame:
     """One row per (document, table) and per (document, MinHash band): id, lang, fp, path, slot, value."""
-    from pyspark.sql import functions as F
-
     base = docs.where(F.col("simhash_w").isNotNull()).select("id", "lang", F.col("simhash_w").alias("fp"),
                                                               "mh_bands")
     tables = base.select("id", "lang", "fp", F.lit(SIMHASH_PATH).alias("path"),
@@ -243,12 +240,10 @@ def _scan(sim_conf: "SimhashConfig", tables_run: bool):
     """mapInArrow function: the pairs of every bucket of a partition sorted by (bucket, path, slot, fp, id).
 
     Arrow batches cut a partition anywhere, so the last bucket of a batch is carried into the next."""
-    import pyarrow as pa
-
     max_hamming, masks, n_masks = _language_tables(sim_conf)
     names = ("bucket", "path", "slot", "code", "fp", "id")
 
-    def pairs_of(cols: dict[str, np.ndarray]) -> "pa.RecordBatch":
+    def pairs_of(cols: dict[str, np.ndarray]) -> pa.RecordBatch:
         a, b, c, p, d, sid, spath = bucket_pairs(cols["bucket"], cols["path"], cols["slot"], cols["code"],
                                                  cols["fp"], cols["id"], max_hamming, masks, n_masks,
                                                  sim_conf.max_band_bucket, tables_run)
@@ -275,8 +270,8 @@ def _scan(sim_conf: "SimhashConfig", tables_run: bool):
     return run
 
 
-def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig",
-                    paths: tuple[int, ...] = (SIMHASH_PATH, MINHASH_PATH)) -> tuple["DataFrame", "DataFrame"]:
+def candidate_pairs(docs: DataFrame, sim_conf: "SimhashConfig",
+                    paths: tuple[int, ...] = (SIMHASH_PATH, MINHASH_PATH)) -> tuple[DataFrame, DataFrame]:
     """(pairs a < b with lang, path, distance; ids of documents in split buckets with their path).
 
     One shuffle: the exploded rows are partitioned by bucket and sorted inside each partition by
@@ -286,10 +281,6 @@ def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig",
     The scan is materialised once; pairs and split ids are both read from it.
 
     paths: which candidate paths run (the MinHash-only baseline of the benchmark uses one)."""
-    from pyspark.sql import functions as F
-
-    from ..clustering import cut_lineage
-
     codes = language_codes(sim_conf)
     rows = _exploded(docs, sim_conf, paths)
     code = F.lit(0)
