@@ -3,7 +3,7 @@
     python -m newsdedup.lab.bench_pair_features --sizes 20000
 
 Per size: the synthetic corpus (`synth.generate(n, seed)`) as the documents table holds it (id,
-the language prepare stored, title, body), then id, sh, nums, names of every document:
+the language prepare stored, title, body), then id, shingles, nums, names of every document:
 - before: pair_features' former per-row loop (ContentKeys.columns, shingle_set, and the first
   definitions of numbers_of and names_of: translate the whole text, a lookbehind pattern);
 - after: PairFeatures.batch, over Arrow batches of Spark's default 10,000 rows.
@@ -65,7 +65,7 @@ def after(conf, docs) -> list[tuple]:
 
 
 def as_rows(batches) -> list[tuple]:
-    return [(r["id"], r["sh"], r["nums"], r["names"]) for b in batches for r in b.to_pylist()]
+    return [(r["id"], r["shingles"], r["nums"], r["names"]) for b in batches for r in b.to_pylist()]
 
 
 def parts(conf, docs) -> dict[str, float]:

@@ -521,20 +521,20 @@ def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salt
                is_word, is_text, cache, arena, state):
     """Per text d (cps[offsets[d]:offsets[d+1]], already case-folded; kinds[d] < 0 skips it):
 
-    fps, distinct: the seed SimHash (unsigned) and its distinct features, as fingerprint_batch;
-    valid: kinds >= 0 and distinct >= max(minimum, 1), the documents stage 3 sees;
-    shingle_offsets, shingles: the sorted distinct 32-bit set-feature hashes of each valid
+    seed, n_features: the seed SimHash (unsigned) and its distinct features, as fingerprint_batch;
+    seed_valid: kinds >= 0 and n_features >= max(minimum, 1), the documents stage 3 sees;
+    shingle_offsets, shingles: the sorted distinct 32-bit set-feature hashes of each seed_valid
       document (uint32; view as int32 for shingle_set's values), empty for the others;
-    w, mh: the set SimHash (unsigned) and the n_bands MinHash band hashes (unsigned), meaningful
-      where w_valid = valid and the set is not empty.
+    simhash_w, mh_bands: the set SimHash (unsigned) and the n_bands MinHash band hashes (unsigned),
+      meaningful where simhash_w_valid = seed_valid and the set is not empty.
     """
     n_docs = offsets.shape[0] - 1
-    fps = np.zeros(n_docs, dtype=np.uint64)
-    distinct = np.zeros(n_docs, dtype=np.int64)
-    valid = np.zeros(n_docs, dtype=np.bool_)
-    w = np.zeros(n_docs, dtype=np.uint64)
-    w_valid = np.zeros(n_docs, dtype=np.bool_)
-    mh = np.zeros((n_docs, n_bands), dtype=np.uint64)
+    seed = np.zeros(n_docs, dtype=np.uint64)
+    n_features = np.zeros(n_docs, dtype=np.int64)
+    seed_valid = np.zeros(n_docs, dtype=np.bool_)
+    simhash_w = np.zeros(n_docs, dtype=np.uint64)
+    simhash_w_valid = np.zeros(n_docs, dtype=np.bool_)
+    mh_bands = np.zeros((n_docs, n_bands), dtype=np.uint64)
     shingle_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     shingles = np.empty(max(16, cps.shape[0] // 4), dtype=np.uint32)
     size = scratch_size(offsets)
@@ -553,19 +553,19 @@ def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salt
         start, end = offsets[d], offsets[d + 1]
         m = feature_hashes(cps, start, end, kinds[d], ngrams[d], is_word, is_text, values, hashes,
                            cache, arena, state)
-        fps[d], distinct[d] = seed_columns(hashes, m, counts, table)
-        if distinct[d] == 0 or distinct[d] < minimum[d]:
+        seed[d], n_features[d] = seed_columns(hashes, m, counts, table)
+        if n_features[d] == 0 or n_features[d] < minimum[d]:
             continue
-        valid[d] = True
+        seed_valid[d] = True
         if set_kinds[d] != kinds[d] or set_ngrams[d] != ngrams[d]:
             m = feature_hashes(cps, start, end, set_kinds[d], set_ngrams[d], is_word, is_text, values,
                                hashes, cache, arena, state)
         k = distinct_high32(hashes, m, sorted_set, sort_tmp)
         if k == 0:
             continue
-        w_valid[d] = True
-        w[d] = set_simhash_bits(sorted_set, k, scratch, counts)
-        minhash_band_hashes(sorted_set, k, salts, n_bands, rows, scratch, mh[d])
+        simhash_w_valid[d] = True
+        simhash_w[d] = set_simhash_bits(sorted_set, k, scratch, counts)
+        minhash_band_hashes(sorted_set, k, salts, n_bands, rows, scratch, mh_bands[d])
         if used + k > shingles.shape[0]:
             grown = np.empty(max(2 * shingles.shape[0], used + k), dtype=np.uint32)
             grown[:used] = shingles[:used]
@@ -573,7 +573,7 @@ def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salt
         shingles[used:used + k] = sorted_set[:k]
         used += k
     shingle_offsets[n_docs] = used
-    return fps, distinct, valid, w, w_valid, mh, shingle_offsets, shingles[:used]
+    return seed, n_features, seed_valid, simhash_w, simhash_w_valid, mh_bands, shingle_offsets, shingles[:used]
 
 
 def shingle_sets(folded: list[str], kinds: np.ndarray, ngrams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

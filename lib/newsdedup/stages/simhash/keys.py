@@ -57,12 +57,13 @@ class SimhashKeys:
         folded = [k.casefold() if kinds[i] >= 0 else "" for i, k in enumerate(keys)]
         is_word, is_text = char_classes()
         n_bands, rows = self.conf.minhash_bands, self.conf.minhash_rows
-        fps, distinct, valid, w, w_valid, mh, _, _ = kernels.keys_batch(
+        seed, n_features, seed_valid, simhash_w, simhash_w_valid, mh_bands, _, _ = kernels.keys_batch(
             *kernels.code_points(folded), kinds, ngrams, minimum, set_kinds, set_ngrams,
             minhash_salts(n_bands * rows), n_bands, rows, is_word, is_text, *kernels.word_cache().arrays())
-        return {"simhash": fps.view(np.int64), "simhash_valid": valid, "n_features": distinct.astype(np.int32),
-                "simhash_w": w.view(np.int64), "simhash_w_valid": w_valid,
-                "mh_bands": [row if ok else None for row, ok in zip(mh.view(np.int64).tolist(), w_valid)]}
+        bands_or_none = [row if ok else None for row, ok in zip(mh_bands.view(np.int64).tolist(), simhash_w_valid)]
+        return {"simhash": seed.view(np.int64), "simhash_valid": seed_valid,
+                "n_features": n_features.astype(np.int32),
+                "simhash_w": simhash_w.view(np.int64), "simhash_w_valid": simhash_w_valid, "mh_bands": bands_or_none}
 
     def columns(self, key: str, lang: str | None, has_body: bool) -> dict[str, Any]:
         """One document (tests, tools): simhash (None below min_features), n_features, band_0..,

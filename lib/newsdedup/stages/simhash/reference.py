@@ -175,15 +175,6 @@ def hamming(a: int, b: int) -> int:
 
 # ---------------------------------------------------------------- shingle sets, set SimHash, MinHash
 
-_BANGLA_DIGITS = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
-# \d\d* is \d+ spelled so that re can skip straight to digits (a pattern opening with a repeat is
-# tried at every position): half the time.
-_NUMBER = re.compile(r"\d\d*(?:[.,:]\d+)*")
-# A capitalised word: a capital, then word characters, apostrophes or hyphens with a lower-case letter.
-_CAPITALISED = re.compile(r"[A-Z][\w'-]*[a-z][\w'-]*")
-_SENTENCE_END = ".!?\"'"
-
-
 def shingle_set(text: str, kind: str, n: int) -> np.ndarray:
     """Sorted distinct 32-bit (as int32) shingle hashes of normalised text; empty when it has none."""
     hashes = features(text, kind, n)
@@ -241,6 +232,17 @@ def set_columns(text: str, kind: str, n: int, n_bands: int, rows: int
     SimhashKeys.batch computes compiled for a whole batch (kernels.keys_batch)."""
     shingles = shingle_set(text, kind, n)
     return shingles, set_simhash(shingles), minhash_bands(shingles, n_bands, rows)
+
+
+# ---------------------------------------------------------------- numbers and names (verification evidence)
+
+_BANGLA_DIGITS = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
+# \d\d* is \d+ spelled so that re can skip straight to digits (a pattern opening with a repeat is
+# tried at every position): half the time.
+_NUMBER = re.compile(r"\d\d*(?:[.,:]\d+)*")
+# A capitalised word: a capital, then word characters, apostrophes or hyphens with a lower-case letter.
+_CAPITALISED = re.compile(r"[A-Z][\w'-]*[a-z][\w'-]*")
+_SENTENCE_END = ".!?\"'"
 
 
 def numbers_of(text: str) -> list[str]:

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from ...clustering import cluster_sizes, cut_lineage, links_from_edges, order_key
 from .. import StageResult
-from .candidates import candidate_pairs
+from .candidates import MINHASH, TABLES, candidate_pairs
 from .verify import pair_features, similarity, verified
 
 
@@ -35,8 +35,8 @@ class SimhashStage:
         links = cut_lineage(links_from_edges(edges, vertices, self.name, sim_conf.max_iterations,
                                              canonical_score=to_canonical))
         counts, notes = _stage_counts(unresolved, pairs, edges, links, split, cluster_sizes(links), sim_conf)
-        flags = split.select("id", F.concat(F.lit("simhash_bucket_split:"),
-                                            F.when(F.col("path") == 0, "tables").otherwise("minhash")).alias("flag"))
+        found_by = F.when(F.col("found_by") == TABLES, "tables").otherwise("minhash")
+        flags = split.select("id", F.concat(F.lit("simhash_bucket_split:"), found_by).alias("flag"))
         return StageResult(links, notes, counts, flags=flags)
 
 
@@ -44,9 +44,9 @@ SIZE_BINS = ((2, 2), (3, 5), (6, 10), (11, 100), (101, None))
 
 
 def _stage_counts(unresolved, pairs, edges, links, split, sizes, sim_conf) -> tuple[dict[str, int], list[str]]:
-    """Report counters: candidates per path, verified edges, split buckets, cluster sizes."""
-    row = pairs.agg(F.sum((F.col("path") == 0).cast("int")).alias("tables"),
-                    F.sum((F.col("path") == 1).cast("int")).alias("minhash")).first()
+    """Report counters: candidates per search (tables, minhash), verified edges, split buckets, cluster sizes."""
+    row = pairs.agg(F.sum((F.col("found_by") == TABLES).cast("int")).alias("tables"),
+                    F.sum((F.col("found_by") == MINHASH).cast("int")).alias("minhash")).first()
     n_docs = unresolved.where(F.col("simhash_w").isNotNull()).count()
     counts = {"simhash.documents": n_docs, "simhash.candidates.tables": int(row.tables or 0),
               "simhash.candidates.minhash": int(row.minhash or 0), "simhash.edges": edges.count(),

@@ -40,11 +40,11 @@ if TYPE_CHECKING:
 
 class PairFeatures:
     """The verification columns of an Arrow batch of documents (id, lang, title, body): id and, from
-    each document's content key, sh (shingle_set of its language's set features), nums (numbers_of)
+    each document's content key, shingles (shingle_set of its language's set features), nums (numbers_of)
     and names (names_of), the same values the per-document functions give.
 
     Content keys as prepare computes them (ContentKeys.batch, no html, the stored lang as the
-    hint); the shingle sets in one compiled call (kernels.shingle_sets), the sh column built
+    hint); the shingle sets in one compiled call (kernels.shingle_sets), the shingles column built
     straight from its offsets and values; numbers and names per document (regex).
     """
 
@@ -64,17 +64,18 @@ class PairFeatures:
         keys = self.content.batch(docs.column("title").to_pylist(), docs.column("body").to_pylist(), [None] * n,
                                   langs, [[] for _ in range(n)])["key"]
         offsets, shingles = shingle_sets([k.casefold() for k in keys], *self.set_features(langs))
-        sh = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
+        shingle_lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
         strings = pa.list_(pa.string())
         return pa.RecordBatch.from_arrays(
-            [docs.column("id"), sh, pa.array([numbers_of(k) for k in keys], strings),
-             pa.array([names_of(k) for k in keys], strings)], names=["id", "sh", "nums", "names"])
+            [docs.column("id"), shingle_lists, pa.array([numbers_of(k) for k in keys], strings),
+             pa.array([names_of(k) for k in keys], strings)], names=["id", "shingles", "nums", "names"])
 
 
 def pair_features(ctx_docs: DataFrame, ids: DataFrame, conf: "Config") -> DataFrame:
-    """id, sh (sorted distinct shingle hashes), nums, names for the documents in ids, from their text
+    """id, shingles (sorted distinct shingle hashes), nums, names for the documents in ids, from their text
     (PairFeatures, an Arrow batch at a time)."""
-    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("sh", T.ArrayType(T.IntegerType())),
+    schema = T.StructType([T.StructField("id", T.LongType()),
+                           T.StructField("shingles", T.ArrayType(T.IntegerType())),
                            T.StructField("nums", T.ArrayType(T.StringType())),
                            T.StructField("names", T.ArrayType(T.StringType()))])
 
@@ -121,7 +122,7 @@ def sorted_segments(offsets, values):
 
 
 def _shingle_lists(column: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, values) of an sh column; offsets index values even where the batch is a slice.
+    """(offsets, values) of a shingles column; offsets index values even where the batch is a slice.
 
     A shingle set is sorted as unsigned 32-bit values and stored as int32 (shingle_set), so its
     values are read back as uint32: in that order they are sorted."""
@@ -141,14 +142,15 @@ def _ratio(inter: np.ndarray, whole: np.ndarray) -> np.ndarray:
 
 
 def measures(batch: pa.RecordBatch) -> dict[str, pa.Array]:
-    """jaccard, containment, numbers and names of each row of l_sh, r_sh, l_nums, ... (see `similarity`)."""
+    """jaccard, containment, numbers and names of each row of l_shingles, r_shingles, l_nums, ...
+    (see `similarity`)."""
     sizes = {}
-    for name in ("sh", "nums", "names"):
+    for name in ("shingles", "nums", "names"):
         left, right = batch.column(f"l_{name}"), batch.column(f"r_{name}")
-        lists = (*_shingle_lists(left), *_shingle_lists(right)) if name == "sh" else _codes(left, right)
+        lists = (*_shingle_lists(left), *_shingle_lists(right)) if name == "shingles" else _codes(left, right)
         inter = intersection_sizes(*lists)
         sizes[name] = (inter, np.diff(lists[0]), np.diff(lists[2]))
-    inter, la, lb = sizes["sh"]
+    inter, la, lb = sizes["shingles"]
     union, small = la + lb - inter, np.minimum(la, lb)
     out = {"jaccard": pa.array(np.where(union > 0, _ratio(inter, union), 0.0)),
            "containment": pa.array(np.where(small > 0, _ratio(inter, small), 0.0))}
