@@ -7,8 +7,8 @@ What stage 3 does
 1. Keys (in `prepare`, once per document, stored on the documents row): each
    document's normalised text (content_key) becomes a set of shingles (the
    language's set_features / set_ngram: word 3-shingles for every language today),
-   hashed to 32 bits, kept distinct and sorted. From that set come a set SimHash (`simhash_w`) and MinHash band
-   hashes (`mh_bands`). The older seed fingerprint (`simhash`, with `n_features`
+   hashed to 32 bits, kept distinct and sorted. From that set come a set SimHash
+   (`simhash_w`) and MinHash band hashes (`mh_bands`). The older seed fingerprint (`simhash`, with `n_features`
    and `band_<i>`) is still computed, bit-identical, for `newsdedup check`.
 2. Candidates (Spark): two documents of the same language are a candidate pair
    when their simhash_w agree on the key bits of one Manku table (so they may be
@@ -40,34 +40,44 @@ Module map (each module imports only modules above it; tests/test_imports.py che
 - step.py        `SimhashStage`, the cascade's stage (`run(ctx, unresolved) -> StageResult`),
                  and its report counters.
 
-reference and kernels import neither Spark nor each other's callers; keys, candidates,
-verify and step import pyspark at their top. Importing this package itself is cheap:
+reference imports no other module of the package, kernels only reference; neither imports
+Spark. keys, candidates, verify and step import pyspark at their top (no function-level
+imports anywhere in the package). Importing this package itself is cheap:
 its names below are loaded on first use (`__getattr__`), so `import
 newsdedup.stages.simhash` pulls in neither Spark nor numba.
 
-Stored columns (documents table, Delta and Postgres; names and values fixed)
---------------------------------------------------------------------------
+Stored columns (the documents Delta table; simhash and band_<i> also in Postgres)
+-----------------------------------------------------------------------------------
+Their names and values are fixed (bit-identical from release to release).
+
 - simhash     bigint. The seed fingerprint: a signed 64-bit SimHash over every feature
-              occurrence (English word 3-shingles, Bangla character 4-grams; repeated
-              features vote by their count), `reference.seed_simhash`. Null when the
-              text has fewer than the language's min_features distinct features.
-              Not used by the batch stage; `newsdedup check` looks neighbours up on it.
-- n_features  int. Distinct seed features of the text (`reference.distinct_count`).
-- band_<i>    int, i = 0 .. simhash.bands - 1. Bits [16 i, 16 i + 16) of simhash as an
-              unsigned 16-bit value (`reference.bands`, cut in Spark by
-              `SimhashKeys.spark_columns`); Postgres indexes them for `check`.
-- simhash_w   bigint. The set SimHash stage 3 buckets on: each distinct 32-bit shingle
-              of the set features (word 3-shingles) votes once (`reference.set_simhash`).
-              Null when simhash is null or the set is empty. The "w" is historical.
-- mh_bands    array<bigint>, simhash.minhash_bands entries. Band b is the hash of rows
-              b*r .. b*r + r - 1 of the MinHash signature of the same shingle set
-              (`reference.minhash_bands`). Null exactly where simhash_w is null.
+              occurrence of the language's `features` / `ngram` (English word 3-shingles,
+              Bangla character 4-grams; a repeated feature votes once per occurrence),
+              `reference.seed_simhash`. Null without a body or with fewer than the language's
+              min_features distinct features. Stage 3 does not bucket on it; `newsdedup
+              check` looks neighbours up on it (Postgres).
+- n_features  int. Distinct seed features of the text (`reference.distinct_count`); 0 without
+              a body.
+- band_<i>    int, i = 0 .. simhash.bands - 1. Bits [w i, w i + w) of simhash, w = 64 / bands
+              (16), as an unsigned value (`reference.bands`, cut in Spark by
+              `SimhashKeys.spark_columns`); null where simhash is. Postgres indexes them for
+              `check`.
+- simhash_w   bigint. The set SimHash stage 3 buckets on (Manku tables): each distinct 32-bit
+              hash of the language's `set_features` / `set_ngram` (word 3-shingles) votes once
+              (`reference.set_simhash`). Null where simhash is, or when the set is empty. Unlike
+              simhash, no term-frequency weight: a shingle repeated ten times votes once.
+- mh_bands    array<bigint> of simhash.minhash_bands values: band b is the hash of the band
+              index b + 1 and rows b*r .. b*r + r - 1 (r = minhash_rows) of the MinHash
+              signature of the same shingle set (`reference.minhash_bands`). Null exactly where
+              simhash_w is.
 stage 3 also writes its links (stage "simhash", score = Jaccard of the shingle sets)
 and the flag `simhash_bucket_split:<tables|minhash>` on the documents it split.
 
 Internal columns (not stored): candidate pairs carry a, b (ids, a < b), lang,
-path (0 tables, 1 MinHash) and distance (Hamming distance of their simhash_w);
-verification features carry id, sh (the sorted shingle set), nums and names.
+found_by (candidates.TABLES = 0 or candidates.MINHASH = 1: which search found the
+pair) and distance (Hamming distance of their simhash_w); the compiled scan knows a
+language by lang_code, its index in candidates.language_codes. Verification
+features carry id, shingles (the sorted shingle set), nums and names.
 """
 
 from __future__ import annotations
