@@ -93,7 +93,7 @@ ROWS = [
 ]
 
 
-# Stage-3 set columns (issue 12), computed by the per-document Python code of simhash_features
+# Stage-3 set columns (issue 12), computed by the per-document Python code of simhash/reference.py
 # (shingle_set, set_simhash, minhash_bands; commit bc3e56b) before the compiled set kernel.
 # Stored simhash_w / mh_bands in Delta tables stay valid only while these hold. Shingle sets are
 # pinned by their length and the first 16 hex digits of sha256 over the sorted int32 values.

@@ -1,7 +1,7 @@
 """Stage 3's candidate pairs: the compiled bucket scan against the definition, spelled out in Python.
 
 The definition: every document is one row per Manku table (key = its fingerprint's table bits) and
-one per MinHash band (key = the band hash), within its language; rows sharing (lang, path, slot, key)
+one per MinHash band (key = the band hash), within its language; rows sharing (lang, found_by, slot, key)
 form a bucket, sorted by (fingerprint, id) and cut into chunks of max_band_bucket; every two rows of a
 chunk are a candidate. Table pairs must lie within max_hamming bits and count only in the first table
 they share; MinHash pairs within max_hamming bits are left to the tables and the rest are kept once.
@@ -15,41 +15,41 @@ import numpy as np
 import pytest
 
 from newsdedup.config import load_config
-from newsdedup.stages.simhash_candidates import (MINHASH_PATH, SIMHASH_PATH, bucket_pairs, candidate_pairs,
-                                                 last_run_start, table_masks)
+from newsdedup.stages.simhash.candidates import (MINHASH, TABLES, bucket_pairs, candidate_pairs, last_run_start,
+                                                 table_masks)
 
 
-def reference(rows, sim_conf, paths):
+def reference(rows, sim_conf, found_by):
     buckets = defaultdict(list)
     for doc_id, lang, fp, bands in rows:
         lang = lang or "default"
         spec = sim_conf.language(lang)
-        if SIMHASH_PATH in paths:
+        if TABLES in found_by:
             for slot, m in enumerate(table_masks(spec.blocks, spec.max_hamming)):
-                buckets[(lang, SIMHASH_PATH, slot, fp & m)].append((fp, doc_id))
-        if MINHASH_PATH in paths and bands is not None:
+                buckets[(lang, TABLES, slot, fp & m)].append((fp, doc_id))
+        if MINHASH in found_by and bands is not None:
             for slot, v in enumerate(bands):
-                buckets[(lang, MINHASH_PATH, slot, v)].append((fp, doc_id))
+                buckets[(lang, MINHASH, slot, v)].append((fp, doc_id))
     pairs, split = set(), set()
     size = sim_conf.max_band_bucket
-    for (lang, path, slot, _), members in buckets.items():
+    for (lang, search, slot, _), members in buckets.items():
         spec = sim_conf.language(lang)
         masks = table_masks(spec.blocks, spec.max_hamming)
         members.sort()
         if len(members) > size:
-            split |= {(doc_id, path) for _, doc_id in members}
+            split |= {(doc_id, search) for _, doc_id in members}
         for c in range(0, len(members), size):
             for (fa, ia), (fb, ib) in combinations(members[c:c + size], 2):
                 xor = fa ^ fb
                 dist = bin(xor & (2 ** 64 - 1)).count("1")
                 within = dist <= spec.max_hamming
-                if path == SIMHASH_PATH and not (within and next(i for i, m in enumerate(masks)
+                if search == TABLES and not (within and next(i for i, m in enumerate(masks)
                                                                   if xor & m == 0) == slot):
                     continue
-                if path == MINHASH_PATH and within and SIMHASH_PATH in paths:
+                if search == MINHASH and within and TABLES in found_by:
                     continue
                 canon = lang if lang in sim_conf.languages else "default"
-                pairs.add((min(ia, ib), max(ia, ib), canon, path, dist))
+                pairs.add((min(ia, ib), max(ia, ib), canon, search, dist))
     return pairs, split
 
 
@@ -76,24 +76,24 @@ def corpus(seed, n=400):
     return [(i, lang, fp - (1 << 64) if fp >= 1 << 63 else fp, bands) for i, lang, fp, bands in rows]
 
 
-@pytest.mark.parametrize("paths", [(SIMHASH_PATH, MINHASH_PATH), (MINHASH_PATH,)])
-def test_scan_finds_exactly_the_defined_pairs_and_split_rows(spark, paths):
+@pytest.mark.parametrize("found_by", [(TABLES, MINHASH), (MINHASH,)])
+def test_scan_finds_exactly_the_defined_pairs_and_split_rows(spark, found_by):
     sim_conf = load_config(overrides={"simhash": {"max_band_bucket": 7, "minhash_bands": 5}}).simhash
     rows = corpus(3)
     docs = spark.createDataFrame(rows, "id long, lang string, simhash_w long, mh_bands array<long>")
     # Tiny Arrow batches: buckets straddle batch boundaries, which the scan must carry across.
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
     try:
-        pairs, split = candidate_pairs(docs.repartition(3), sim_conf, paths)
-        got = {(r.a, r.b, r.lang, r.path, r.distance) for r in pairs.collect()}
-        got_split = {(r.id, r.path) for r in split.collect()}
+        pairs, split = candidate_pairs(docs.repartition(3), sim_conf, found_by)
+        got = {(r.a, r.b, r.lang, r.found_by, r.distance) for r in pairs.collect()}
+        got_split = {(r.id, r.found_by) for r in split.collect()}
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    want, want_split = reference(rows, sim_conf, paths)
+    want, want_split = reference(rows, sim_conf, found_by)
     assert len(got) == pairs.count()               # no pair twice
     assert got == want
     assert got_split == want_split and len(want_split) > 7
-    assert {p for *_, p, _ in want} >= set(paths)  # every path found something
+    assert {p for *_, p, _ in want} >= set(found_by)  # every search found something
 
 
 def test_bucket_pairs_keeps_a_table_pair_in_its_first_table_only():

@@ -1,4 +1,4 @@
-"""Stage 3's verification features (simhash_verify.pair_features) over Arrow batches equal what
+"""Stage 3's verification features (simhash.verify.pair_features) over Arrow batches equal what
 the per-document functions give (ContentKeys.columns, shingle_set, numbers_of, names_of) for every
 document: English, Bangla (seed char 4-grams, set word 3-shingles), no body, odd text."""
 
@@ -7,9 +7,9 @@ import pytest
 
 from newsdedup.config import load_config
 from newsdedup_lab.synth import generate
-from newsdedup.stages import simhash_features as sf
+from newsdedup.stages.simhash import reference as ref
 from newsdedup.stages.content import ContentKeys
-from newsdedup.stages.simhash_verify import PairFeatures, pair_features
+from newsdedup.stages.simhash.verify import PairFeatures, pair_features
 
 ODD = [(None, None), ("Headline only", None), ("Headline only", ""), ("", "   \n\t "), (None, "!!! ... ,,, ।"),
        ("\x00\x07 control", "zero\u200bwidth\u200c joiners \ufeff and \ufffd replacement \U0001F600"),
@@ -29,14 +29,14 @@ def corpus(n=300, seed=11):
 
 
 def per_document(conf, rows):
-    """id -> (sh, nums, names) as pair_features computed them before issue 12: a row at a time."""
+    """id -> (shingles, nums, names) as pair_features computed them before issue 12: a row at a time."""
     keys = ContentKeys(conf.content, conf.input.max_text_chars)
     out = {}
     for i, lang, title, body in rows:
         key = keys.columns(title, body, None, lang, [])["key"]
         spec = conf.simhash.language(lang)
-        out[i] = (sf.shingle_set(key, spec.set_features, spec.set_ngram).tolist(), sf.numbers_of(key),
-                  sf.names_of(key))
+        out[i] = (ref.shingle_set(key, spec.set_features, spec.set_ngram).tolist(), ref.numbers_of(key),
+                  ref.names_of(key))
     return out
 
 
@@ -50,12 +50,12 @@ def test_the_batch_equals_the_per_document_functions(conf, bn_set):
                                        schema=pa.schema([("id", pa.int64()), ("lang", pa.string()),
                                                          ("title", pa.string()), ("body", pa.string())]))
     got = PairFeatures(conf).batch(batch)
-    assert got.schema.field("sh").type == pa.list_(pa.int32())
+    assert got.schema.field("shingles").type == pa.list_(pa.int32())
     want = per_document(conf, rows)
-    assert {r["id"]: (r["sh"], r["nums"], r["names"]) for r in got.to_pylist()} == want
+    assert {r["id"]: (r["shingles"], r["nums"], r["names"]) for r in got.to_pylist()} == want
     assert got.column("id").to_pylist() == [r[0] for r in rows]
-    assert sum(1 for sh, nums, names in want.values() if sh and nums and names) > 50
-    assert sum(1 for sh, _, _ in want.values() if not sh) == 3 * 3       # three texts without a word, three times
+    assert sum(1 for shingles, nums, names in want.values() if shingles and nums and names) > 50
+    assert sum(1 for shingles, _, _ in want.values() if not shingles) == 3 * 3       # three texts without a word, three times
 
 
 @pytest.mark.parametrize("records_per_batch", [10_000, 37])
@@ -69,7 +69,7 @@ def test_the_spark_step_returns_the_per_document_features(spark, conf, records_p
     before = spark.conf.get(key)
     spark.conf.set(key, str(records_per_batch))
     try:
-        got = {r.id: (r.sh, r.nums, r.names) for r in pair_features(docs, ids, conf).collect()}
+        got = {r.id: (r.shingles, r.nums, r.names) for r in pair_features(docs, ids, conf).collect()}
     finally:
         spark.conf.set(key, before)
     want = per_document(conf, [r for r in rows if r[0] % 3 != 1])

@@ -1,5 +1,5 @@
-"""The compiled set columns (simhash_sets.keys_batch, SimhashKeys.batch) equal the per-document numpy
-definition (simhash_features.set_columns) exactly, on the reference vector, the synthetic corpus and
+"""The compiled set columns (simhash.kernels.keys_batch, SimhashKeys.batch) equal the per-document numpy
+definition (simhash.reference.set_columns) exactly, on the reference vector, the synthetic corpus and
 random Unicode text; and reach the documents rows unchanged through prepare's Arrow UDF."""
 
 import hashlib
@@ -11,35 +11,35 @@ import pytest
 from fingerprint_reference import BN, EN, SET_KERNEL
 from newsdedup.config import load_config
 from newsdedup_lab.synth import generate
-from newsdedup.stages import simhash as sh
-from newsdedup.stages import simhash_features as sf
-from newsdedup.stages import simhash_kernel as kern
 from newsdedup.stages.content import ContentKeys
-from newsdedup.stages.simhash_sets import keys_batch, shingle_sets
+from newsdedup.stages.simhash import kernels
+from newsdedup.stages.simhash import reference as ref
+from newsdedup.stages.simhash.kernels import keys_batch, shingle_sets
+from newsdedup.stages.simhash.keys import SimhashKeys
 
 CORPUS = {"EN": EN, "BN": BN}
-KIND = {"word": kern.KIND_WORD, "char": kern.KIND_CHAR}
+KIND = {"word": kernels.KIND_WORD, "char": kernels.KIND_CHAR}
 
 
 def compiled(texts, seed, sets, minimum=None, n_bands=25, rows=5, cache=None):
     """keys_batch over texts; seed, sets: one (kind name or None, n) per text. Per text:
     (seed valid, shingles as int32, simhash_w or None, mh_bands or None)."""
-    is_word, is_text = kern.char_classes()
-    cps, offsets = kern.code_points([t.casefold() for t in texts])
+    is_word, is_text = ref.char_classes()
+    cps, offsets = kernels.code_points([t.casefold() for t in texts])
     code = [KIND[k] if k else -1 for k, _ in seed]
     out = keys_batch(cps, offsets, np.array(code, np.int8), np.array([n for _, n in seed], np.int64),
                      np.array(minimum or [0] * len(texts), np.int64),
                      np.array([KIND[k] for k, _ in sets], np.int8), np.array([n for _, n in sets], np.int64),
-                     sf._salts(n_bands * rows), n_bands, rows, is_word, is_text,
-                     *(cache or kern.word_cache()).arrays())
+                     ref.minhash_salts(n_bands * rows), n_bands, rows, is_word, is_text,
+                     *(cache or kernels.word_cache()).arrays())
     _, _, valid, w, w_valid, mh, at, shingles = out
     return [(bool(valid[d]), shingles[at[d]:at[d + 1]].view(np.int32),
-             sh.to_signed(int(w[d])) if w_valid[d] else None,
-             [sh.to_signed(int(v)) for v in mh[d]] if w_valid[d] else None) for d in range(len(texts))]
+             ref.to_signed(int(w[d])) if w_valid[d] else None,
+             [ref.to_signed(int(v)) for v in mh[d]] if w_valid[d] else None) for d in range(len(texts))]
 
 
 def expected(text, kind, n, n_bands=25, rows=5):
-    shingles, w, bands = sf.set_columns(text, kind, n, n_bands, rows)
+    shingles, w, bands = ref.set_columns(text, kind, n, n_bands, rows)
     return shingles, w, bands
 
 
@@ -71,7 +71,7 @@ def test_simhash_keys_batch_equals_the_python_definition_on_the_synthetic_corpus
     n = len(d["id"])
     c = ContentKeys(conf.content, conf.input.max_text_chars).batch(d["title"], d["body"], [None] * n, d["lang"],
                                                                    [[] for _ in range(n)])
-    out = sh.SimhashKeys(conf.simhash).batch(c["key"], c["lang"], c["has_body"])
+    out = SimhashKeys(conf.simhash).batch(c["key"], c["lang"], c["has_body"])
     assert {"en", "bn"} <= set(c["lang"])
     checked = 0
     for i in range(n):
@@ -110,7 +110,7 @@ def test_keys_batch_equals_the_python_definition_on_random_unicode(n_bands, rows
     seed[5], sets[5], minimum[5] = ("char", 2), ("word", 3), 0       # ৳৳৳৳ ৳৳: char grams but no words
     got = compiled(texts, seed, sets, minimum, n_bands, rows)
     for t, (kind, n), (set_kind, set_n), low, g in zip(texts, seed, sets, minimum, got):
-        n_seed = sh.distinct(sh.features(t, kind, n)) if kind else 0
+        n_seed = ref.distinct_count(ref.features(t, kind, n)) if kind else 0
         assert g[0] == (n_seed > 0 and n_seed >= low)
         if g[0]:
             assert_same(g, expected(t, set_kind, set_n, n_bands, rows))
@@ -125,11 +125,11 @@ def test_shingle_sets_are_shingle_set_for_every_text_however_few_features():
     rng = random.Random(12)
     texts = random_texts(rng, 300)
     sets = [(rng.choice(("word", "char")), rng.choice((1, 2, 3, 4))) for _ in texts]
-    kinds = np.array([kern.KIND_CODES[k] for k, _ in sets], np.int8)
+    kinds = np.array([kernels.KIND_CODES[k] for k, _ in sets], np.int8)
     offsets, shingles = shingle_sets([t.casefold() for t in texts], kinds, np.array([g for _, g in sets]))
     assert shingles.dtype == np.int32 and len(offsets) == len(texts) + 1
     for d, (text, (kind, g)) in enumerate(zip(texts, sets)):
-        assert np.array_equal(shingles[offsets[d]:offsets[d + 1]], sf.shingle_set(text, kind, g)), d
+        assert np.array_equal(shingles[offsets[d]:offsets[d + 1]], ref.shingle_set(text, kind, g)), d
     sizes = np.diff(offsets)
     assert (sizes == 0).any() and ((sizes > 0) & (sizes < 8)).any()     # empty sets and tiny ones
 
@@ -138,14 +138,14 @@ def test_a_tiny_word_cache_changes_no_set_column():
     rng = random.Random(3)
     texts = random_texts(rng, 60) + BN
     seed, sets = [("char", 4)] * len(texts), [("word", 3)] * len(texts)
-    cache = kern.WordCache(slots=8, arena=40)     # at most 4 words: fills and restarts all the time
+    cache = kernels.WordCache(slots=8, arena=40)     # at most 4 words: fills and restarts all the time
     tiny = compiled(texts, seed, sets, cache=cache)
     seeded = [(t, g) for t, g in zip(texts, tiny) if g[0]]
     assert len(seeded) > len(texts) // 2 and sum(g[2] is not None for _, g in seeded) > len(texts) // 3
     for t, g in seeded:
         assert_same(g, expected(t, "word", 3))
     # Every column, seeded or not, equals a run with a cache large enough never to restart.
-    roomy = compiled(texts, seed, sets, cache=kern.WordCache(1 << 16, 1 << 16))
+    roomy = compiled(texts, seed, sets, cache=kernels.WordCache(1 << 16, 1 << 16))
     for g, r in zip(tiny, roomy):
         assert g[0] == r[0] and np.array_equal(g[1], r[1]) and (g[2], g[3]) == (r[2], r[3])
     assert 0 < cache.state[1] <= 4
@@ -165,7 +165,7 @@ def test_the_spark_prepare_step_stores_the_compiled_set_columns_exactly(spark, c
     valid, _ = split_invalid(conform(make_df(spark, rows).coalesce(1), "UTC"))
     got = {r.id: (r.simhash_w, r.mh_bands) for r in prepare.fingerprint(valid, conf).collect()}
     content = ContentKeys(conf.content, conf.input.max_text_chars)
-    keys = sh.SimhashKeys(conf.simhash)
+    keys = SimhashKeys(conf.simhash)
     want = {}
     for i, _, title, body, _, _, lang in rows:
         c = content.columns(title, body, None, lang, [])

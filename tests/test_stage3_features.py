@@ -7,16 +7,15 @@ from itertools import combinations
 import numpy as np
 
 from newsdedup_lab.synth import generate
-from newsdedup.stages import simhash as sh
-from newsdedup.stages import simhash_candidates as sc
-from newsdedup.stages import simhash_features as sf
+from newsdedup.stages.simhash import candidates
+from newsdedup.stages.simhash import reference as ref
 from test_simhash_sets import random_texts
 
 
 def test_manku_tables_find_every_pair_within_k():
     rng = random.Random(3)
     for blocks, k in [(4, 3), (5, 3), (7, 4), (8, 5)]:
-        masks = [m & (2 ** 64 - 1) for m in sc.table_masks(blocks, k)]
+        masks = [m & (2 ** 64 - 1) for m in candidates.table_masks(blocks, k)]
         assert len(masks) == len(list(combinations(range(blocks), blocks - k)))
         for _ in range(300):
             a = rng.getrandbits(64)
@@ -24,8 +23,8 @@ def test_manku_tables_find_every_pair_within_k():
             for bit in rng.sample(range(64), rng.randint(0, k)):
                 b ^= 1 << bit
             assert any((a ^ b) & m == 0 for m in masks)          # they share some table's key
-    assert sum(bin(m).count("1") for m in sc.block_masks(5)) == 64
-    assert round(sc.expected_random_candidates(10_000_000, 5, 3), 1) == 2.1
+    assert sum(bin(m).count("1") for m in candidates.block_masks(5)) == 64
+    assert round(candidates.expected_random_candidates(10_000_000, 5, 3), 1) == 2.1
 
 
 def test_minhash_bands_agree_as_the_s_curve_says():
@@ -36,33 +35,33 @@ def test_minhash_bands_agree_as_the_s_curve_says():
     near = np.unique(near)
     other = np.unique(rng.integers(-2 ** 31, 2 ** 31, 600).astype(np.int32))
     small = np.arange(1, 600, dtype=np.int32)                  # small values must not win every hash
-    bands = {name: sf.minhash_bands(s, 25, 5) for name, s in
+    bands = {name: ref.minhash_bands(s, 25, 5) for name, s in
              [("base", base), ("near", near), ("other", other), ("small", small)]}
     same = lambda x, y: sum(p == q for p, q in zip(bands[x], bands[y]))  # noqa: E731
     assert same("base", "near") >= 10
     assert same("base", "other") == 0 and same("base", "small") == 0
-    sig_a, sig_b = sf.minhash_signature(base, 128), sf.minhash_signature(near, 128)
+    sig_a, sig_b = ref.minhash_signature(base, 128), ref.minhash_signature(near, 128)
     inter = len(np.intersect1d(base, near))
     jac = inter / (len(base) + len(near) - inter)
     assert abs((sig_a == sig_b).mean() - jac) < 0.1
-    assert sf.minhash_bands(np.empty(0, np.int32), 25, 5) is None
-    assert round(sc.minhash_candidate_probability(0.7, 25, 5), 2) == 0.99
+    assert ref.minhash_bands(np.empty(0, np.int32), 25, 5) is None
+    assert round(candidates.minhash_candidate_probability(0.7, 25, 5), 2) == 0.99
 
 
 def test_set_simhash_ignores_repetition_and_is_signed():
     text = "the river rose overnight and the council opened shelters near the port"
-    once = sf.shingle_set(text, "word", 3)
-    twice = sf.shingle_set(text + " " + text, "word", 3)
+    once = ref.shingle_set(text, "word", 3)
+    twice = ref.shingle_set(text + " " + text, "word", 3)
     assert set(once.tolist()) <= set(twice.tolist())
-    fp = sf.set_simhash(once)
+    fp = ref.set_simhash(once)
     assert -(1 << 63) <= fp < (1 << 63)
-    assert sf.set_simhash(np.empty(0, np.int32)) is None
-    assert sh.hamming(fp, sf.set_simhash(sf.shingle_set(text + " today", "word", 3))) < 20
+    assert ref.set_simhash(np.empty(0, np.int32)) is None
+    assert ref.hamming(fp, ref.set_simhash(ref.shingle_set(text + " today", "word", 3))) < 20
 
 
 def test_numbers_and_names():
-    assert sf.numbers_of("Arsenal won 2-1; crowd 60,000 and ৩৫ জন") == ["1", "2", "35", "60,000"]
-    assert sf.names_of("Yesterday Arsenal beat Everton at the Emirates. Saka scored.") == ["Arsenal", "Emirates", "Everton"]   # not Yesterday, not Saka (sentence starts)
+    assert ref.numbers_of("Arsenal won 2-1; crowd 60,000 and ৩৫ জন") == ["1", "2", "35", "60,000"]
+    assert ref.names_of("Yesterday Arsenal beat Everton at the Emirates. Saka scored.") == ["Arsenal", "Emirates", "Everton"]   # not Yesterday, not Saka (sentence starts)
 
 
 def test_numbers_of_finds_what_translating_the_whole_text_first_finds():
@@ -75,7 +74,7 @@ def test_numbers_of_finds_what_translating_the_whole_text_first_finds():
                                       for _ in range(3000)]
     texts += [b for b in generate(200, 3)[0].column("body").to_pylist() if b]
     for text in texts:
-        assert sf.numbers_of(text) == sorted(set(re.findall(r"\d+(?:[.,:]\d+)*", text.translate(bangla)))), text
+        assert ref.numbers_of(text) == sorted(set(re.findall(r"\d+(?:[.,:]\d+)*", text.translate(bangla)))), text
 
 
 def test_names_of_finds_what_the_lookbehind_pattern_finds():
@@ -88,5 +87,5 @@ def test_names_of_finds_what_the_lookbehind_pattern_finds():
                                       for _ in range(5000)]
     texts += [b for b in generate(200, 3)[0].column("body").to_pylist() if b]
     for text in texts:
-        assert sf.names_of(text) == sorted(set(first.findall(text))), text
-    assert sum(bool(sf.names_of(t)) for t in texts) > 1000
+        assert ref.names_of(text) == sorted(set(first.findall(text))), text
+    assert sum(bool(ref.names_of(t)) for t in texts) > 1000

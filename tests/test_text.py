@@ -135,7 +135,7 @@ def test_script_counts_read_every_utf8_length():
 
 
 def test_bangla_words_keep_their_vowel_signs():
-    from newsdedup.stages.simhash_kernel import patterns
+    from newsdedup.stages.simhash.reference import patterns
 
     token, _ = patterns()
     assert token.findall("বাংলাদেশের নির্বাচন কমিশন") == ["বাংলাদেশের", "নির্বাচন", "কমিশন"]

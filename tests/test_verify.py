@@ -1,10 +1,10 @@
-"""Stage 3's pair measures (simhash_verify.similarity) against their definition on Python sets."""
+"""Stage 3's pair measures (simhash.verify.similarity) against their definition on Python sets."""
 
 import random
 
 import pytest
 
-from newsdedup.stages.simhash_verify import similarity
+from newsdedup.stages.simhash.verify import similarity
 
 
 def reference(x, y, empty):
@@ -15,12 +15,12 @@ def reference(x, y, empty):
 
 def features(rng, i):
     # As shingle_set stores them: sorted as unsigned 32-bit values, written as int32.
-    sh = [v - 2 ** 32 if v >= 2 ** 31 else v for v in sorted(rng.sample(
+    shingles = [v - 2 ** 32 if v >= 2 ** 31 else v for v in sorted(rng.sample(
         [*range(40), *range(2 ** 31 - 20, 2 ** 31 + 20), *range(2 ** 32 - 20, 2 ** 32)], rng.choice([0, 1, 5, 20, 60])))]
     nums = sorted({str(rng.randrange(12)) for _ in range(rng.choice([0, 1, 3, 6]))})
     names = sorted({rng.choice(["Dhaka", "Khulna", "Messi", "Ronaldo", "Tigers", "Rhinos", "ঢাকা"])
                     for _ in range(rng.choice([0, 2, 4]))})
-    return (i, sh, nums, names)
+    return (i, shingles, nums, names)
 
 
 @pytest.mark.parametrize("batch", ["10000", "3"])
@@ -31,7 +31,7 @@ def test_similarity_is_the_set_definition(spark, batch):
     pairs = sorted({tuple(sorted(rng.sample(range(60), 2))) for _ in range(300)})
     pairs += [(7, 7)]                                          # a document against itself
     pdf = spark.createDataFrame([(a, b, "en") for a, b in pairs], "a long, b long, lang string")
-    fdf = spark.createDataFrame(feats, "id long, sh array<int>, nums array<string>, names array<string>")
+    fdf = spark.createDataFrame(feats, "id long, shingles array<int>, nums array<string>, names array<string>")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch)   # "3": sliced batches
     try:
         got = {(r.a, r.b): r for r in similarity(pdf, fdf, "a", "b").collect()}

@@ -41,7 +41,7 @@ def allpairs_simhash(spark, fps, conf: "Config") -> tuple[int, float]:
     """Exact all-pairs Hamming on fps (id, lang, simhash) with a Spark cross join; (pairs within, s)."""
     from pyspark.sql import functions as F
 
-    from newsdedup.stages.simhash_candidates import per_language
+    from newsdedup.stages.simhash.candidates import per_language
 
     a, b = fps.alias("a"), fps.alias("b")
     joined = (a.crossJoin(b).where((F.col("a.id") < F.col("b.id")) & (F.col("a.lang") == F.col("b.lang")))

@@ -3,7 +3,7 @@
     python -m newsdedup_lab.bench_pair_features --sizes 20000
 
 Per size: the synthetic corpus (`synth.generate(n, seed)`) as the documents table holds it (id,
-the language prepare stored, title, body), then id, sh, nums, names of every document:
+the language prepare stored, title, body), then id, shingles, nums, names of every document:
 - before: pair_features' former per-row loop (ContentKeys.columns, shingle_set, and the first
   definitions of numbers_of and names_of: translate the whole text, a lookbehind pattern);
 - after: PairFeatures.batch, over Arrow batches of Spark's default 10,000 rows.
@@ -44,7 +44,7 @@ def documents(n: int, seed: int, conf) -> "Any":
 def before(conf, docs) -> list[tuple]:
     """pair_features as it was: a Python row at a time, through the per-document functions."""
     from newsdedup.stages.content import ContentKeys
-    from newsdedup.stages.simhash_features import shingle_set
+    from newsdedup.stages.simhash.reference import shingle_set
 
     keys = ContentKeys(conf.content, conf.input.max_text_chars)
     out = []
@@ -58,22 +58,22 @@ def before(conf, docs) -> list[tuple]:
 
 
 def after(conf, docs) -> list[tuple]:
-    from newsdedup.stages.simhash_verify import PairFeatures
+    from newsdedup.stages.simhash.verify import PairFeatures
 
     features = PairFeatures(conf)
     return [features.batch(b) for b in docs.to_batches(max_chunksize=BATCH_ROWS)]
 
 
 def as_rows(batches) -> list[tuple]:
-    return [(r["id"], r["sh"], r["nums"], r["names"]) for b in batches for r in b.to_pylist()]
+    return [(r["id"], r["shingles"], r["nums"], r["names"]) for b in batches for r in b.to_pylist()]
 
 
 def parts(conf, docs) -> dict[str, float]:
     """Seconds of each part of the after path over the whole corpus (warm word cache)."""
     from newsdedup.stages.content import ContentKeys
-    from newsdedup.stages.simhash_verify import PairFeatures
-    from newsdedup.stages.simhash_features import names_of, numbers_of
-    from newsdedup.stages.simhash_sets import shingle_sets
+    from newsdedup.stages.simhash.kernels import shingle_sets
+    from newsdedup.stages.simhash.reference import names_of, numbers_of
+    from newsdedup.stages.simhash.verify import PairFeatures
 
     n = docs.num_rows
     d = docs.to_pydict()

@@ -4,9 +4,9 @@
 
 Per size: the synthetic corpus (`synth.generate(n, seed)`), title + body through
 ContentKeys as `prepare` does, then the stage-3 columns of all documents in one call:
-- before: the seed kernel (simhash_kernel.fingerprint_batch) and then simhash_w and
-  mh_bands per document in Python (simhash_features), as SimhashKeys.batch did before;
-- after: SimhashKeys.batch (simhash_sets.keys_batch, everything compiled).
+- before: the seed kernel (simhash.kernels.fingerprint_batch) and then simhash_w and
+  mh_bands per document in Python (simhash.reference), as SimhashKeys.batch did before;
+- after: SimhashKeys.batch (simhash.kernels.keys_batch, everything compiled).
 Both start with empty word caches (the compiled WordCache and the Python lru_cache)
 and both results are compared value for value. Seconds are the best of --repeats.
 """
@@ -32,8 +32,8 @@ def corpus_keys(n: int, seed: int, conf) -> tuple[list[str], list[str | None], l
 
 def before(sim_conf, keys, langs, has_body) -> dict[str, Any]:
     """The pre-issue-12 SimhashKeys.batch: compiled seed, then the set columns per document in Python."""
-    from newsdedup.stages import simhash_kernel as kern
-    from newsdedup.stages.simhash_features import set_columns
+    from newsdedup.stages.simhash import kernels as kern
+    from newsdedup.stages.simhash.reference import char_classes, set_columns
 
     n = len(keys)
     kinds = np.full(n, -1, dtype=np.int8)
@@ -45,7 +45,7 @@ def before(sim_conf, keys, langs, has_body) -> dict[str, Any]:
             kinds[i] = kern.KIND_WORD if spec.features == "word" else kern.KIND_CHAR
             ngrams[i], minimum[i] = spec.ngram, spec.min_features
     folded = [k.casefold() if kinds[i] >= 0 else "" for i, k in enumerate(keys)]
-    is_word, is_text = kern.char_classes()
+    is_word, is_text = char_classes()
     fps, distinct, _ = kern.fingerprint_batch(*kern.code_points(folded), kinds, ngrams, is_word, is_text,
                                               *kern.word_cache().arrays())
     valid = (kinds >= 0) & (distinct >= minimum) & (distinct > 0)
@@ -65,11 +65,11 @@ def after(sim_conf, keys, langs, has_body) -> dict[str, Any]:
 
 
 def cold() -> None:
-    from newsdedup.stages import simhash as sh
-    from newsdedup.stages import simhash_kernel as kern
+    from newsdedup.stages.simhash import kernels as kern
+    from newsdedup.stages.simhash import reference
 
     kern.word_cache.cache_clear()
-    sh._word_value.cache_clear()
+    reference.word_value.cache_clear()
 
 
 def timed(fn, *args, repeats: int) -> tuple[float, Any]:

@@ -73,10 +73,10 @@ def minhash_baseline(ctx, docs, jaccard: float = 0.7):
     from pyspark.sql import functions as F
 
     from newsdedup.clustering import cut_lineage, links_from_edges, order_key
-    from newsdedup.stages.simhash_candidates import MINHASH_PATH, candidate_pairs
-    from newsdedup.stages.simhash_verify import pair_features, similarity
+    from newsdedup.stages.simhash.candidates import MINHASH, candidate_pairs
+    from newsdedup.stages.simhash.verify import pair_features, similarity
 
-    pairs, _ = candidate_pairs(docs, ctx.conf.simhash, paths=(MINHASH_PATH,))
+    pairs, _ = candidate_pairs(docs, ctx.conf.simhash, found_by=(MINHASH,))
     pairs = cut_lineage(pairs)
     ids = pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id"))).distinct()
     feats = cut_lineage(pair_features(ctx.archive, ids, ctx.conf))

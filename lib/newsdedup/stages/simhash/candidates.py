@@ -1,18 +1,19 @@
-"""Stage 3's candidate pairs (the Spark half of simhash.py, with simhash_verify.py).
+"""Stage 3's candidate pairs (Spark, with a compiled bucket scan); verification is verify.py.
 
-Two candidate paths share one bucketing: every document becomes one row per
-table and per MinHash band, keyed (lang, path, slot, value); rows that share a
-key form a bucket and every two rows of a bucket are a candidate.
+Two candidate searches share one bucketing: every document becomes one row per
+table and per MinHash band, keyed (lang, found_by, slot, value); rows that share a
+key form a bucket and every two rows of a bucket are a candidate. found_by names
+the search (TABLES or MINHASH); slot is the table's or the band's index.
 
-- path 0, generalised Manku tables (Manku, Jain, Das Sarma 2007) over simhash_w:
+- TABLES, generalised Manku tables (Manku, Jain, Das Sarma 2007) over simhash_w:
   64 bits cut into `blocks` blocks; a table per choice of blocks - k of them,
   keyed on those blocks' bits. Two fingerprints within k bits differ in at most
   k blocks, so they agree on some blocks - k blocks: every such pair meets in
   at least one table. A pair is kept only in the first table it matches (both
   fingerprints travel with the rows, so this and the Hamming filter happen
   where the pair is formed: no table pair is ever de-duplicated by a shuffle).
-- path 1, b x r MinHash bands over the same shingle set: pairs with Jaccard J
-  meet with probability 1 - (1 - J^r)^b. Pairs path 0 already has (within k
+- MINHASH, b x r MinHash bands over the same shingle set: pairs with Jaccard J
+  meet with probability 1 - (1 - J^r)^b. Pairs the tables already have (within k
   bits) are dropped before the remaining MinHash pairs are de-duplicated.
 
 The buckets are formed without a self-join: the rows are shuffled once by
@@ -26,7 +27,7 @@ not compared with every other member, and are returned to be counted and
 flagged on their documents rows.
 
 Every candidate is then verified on the two documents' exact shingle sets
-(simhash_verify.py).
+(verify.py).
 """
 
 from __future__ import annotations
@@ -35,14 +36,19 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 from numba import njit
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ...clustering import cut_lineage
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from ...config import LanguageSpec, SimhashConfig
 
-    from ..config import LanguageSpec, SimhashConfig
-
-SIMHASH_PATH, MINHASH_PATH = 0, 1
+# found_by, the search that found a candidate: the Manku tables on simhash_w or the MinHash bands.
+# Ints for the compiled scan; "tables" / "minhash" in the report counters and split flags.
+TABLES, MINHASH = 0, 1
 
 
 # ---------------------------------------------------------------- table arithmetic (pure)
@@ -82,10 +88,8 @@ def minhash_candidate_probability(jaccard: float, bands: int, rows: int) -> floa
 
 # ---------------------------------------------------------------- per-language expressions
 
-def per_language(sim_conf: "SimhashConfig", lang: "Column", value) -> "Column":
+def per_language(sim_conf: "SimhashConfig", lang: Column, value) -> Column:
     """A column that is value(spec) for each configured language (default otherwise)."""
-    from pyspark.sql import functions as F
-
     expr = value(sim_conf.languages["default"])
     for name, spec in sim_conf.languages.items():
         if name != "default":
@@ -93,27 +97,23 @@ def per_language(sim_conf: "SimhashConfig", lang: "Column", value) -> "Column":
     return expr
 
 
-def _lit_masks(spec: "LanguageSpec") -> "Column":
-    from pyspark.sql import functions as F
-
+def _lit_masks(spec: "LanguageSpec") -> Column:
     return F.array(*[F.lit(m).cast("long") for m in table_masks(spec.blocks, spec.max_hamming)])
 
 
 # ---------------------------------------------------------------- exploded rows (Spark)
 
-def _exploded(docs: "DataFrame", sim_conf: "SimhashConfig", paths: tuple[int, ...]) -> "DataFrame":
-    """One row per (document, table) and per (document, MinHash band): id, lang, fp, path, slot, value."""
-    from pyspark.sql import functions as F
-
+def _exploded(docs: DataFrame, sim_conf: "SimhashConfig", found_by: tuple[int, ...]) -> DataFrame:
+    """One row per (document, table) and per (document, MinHash band): id, lang, fp, found_by, slot, value."""
     base = docs.where(F.col("simhash_w").isNotNull()).select("id", "lang", F.col("simhash_w").alias("fp"),
                                                               "mh_bands")
-    tables = base.select("id", "lang", "fp", F.lit(SIMHASH_PATH).alias("path"),
+    tables = base.select("id", "lang", "fp", F.lit(TABLES).alias("found_by"),
                          F.posexplode(per_language(sim_conf, F.col("lang"), _lit_masks)).alias("slot", "mask"))
-    tables = tables.select("id", "lang", "fp", "path", "slot", F.col("fp").bitwiseAND(F.col("mask")).alias("value"))
+    tables = tables.select("id", "lang", "fp", "found_by", "slot", F.col("fp").bitwiseAND(F.col("mask")).alias("value"))
     bands = base.where(F.col("mh_bands").isNotNull()).select(
-        "id", "lang", "fp", F.lit(MINHASH_PATH).alias("path"), F.posexplode("mh_bands").alias("slot", "value"))
-    rows = tables.unionByName(bands) if SIMHASH_PATH in paths else bands
-    if MINHASH_PATH not in paths:
+        "id", "lang", "fp", F.lit(MINHASH).alias("found_by"), F.posexplode("mh_bands").alias("slot", "value"))
+    rows = tables.unionByName(bands) if TABLES in found_by else bands
+    if MINHASH not in found_by:
         rows = tables
     return rows.withColumn("lang", F.coalesce("lang", F.lit("default")))
 
@@ -139,17 +139,18 @@ def _with_room(a, used, need):
 
 
 @njit(cache=True)
-def bucket_pairs(bucket, path, slot, code, fp, ids, max_hamming, masks, n_masks, max_bucket, tables_run):
-    """Candidate pairs of rows sorted by (bucket, path, slot, fp, id); a bucket is a run of equal
-    (bucket, path, slot).
+def bucket_pairs(bucket, found_by, slot, lang_code, fp, ids, max_hamming, masks, n_masks, max_bucket, with_tables):
+    """Candidate pairs of rows sorted by (bucket, found_by, slot, fp, id); a bucket is a run of equal
+    (bucket, found_by, slot).
 
     Inside a bucket every two rows of the same chunk (max_bucket consecutive rows) pair up:
-    - path 0 (tables): kept when within max_hamming bits and `slot` is the first table whose key
-      bits they share (masks[code, :n_masks[code]]), so each such pair comes out of exactly one table;
-    - path 1 (MinHash): kept unless within max_hamming bits while the tables run (the tables have it);
+    - TABLES: kept when within max_hamming bits and `slot` is the first table whose key bits they
+      share (masks[lang_code, :n_masks[lang_code]]), so each such pair comes out of exactly one table;
+    - MINHASH: kept unless within max_hamming bits while the tables run too (with_tables: the tables
+      have it);
       the same pair may still come out of several bands.
-    code: the row's language index into max_hamming / masks / n_masks.
-    Returns (a, b, code, path, distance) of the pairs (a < b) and the ids (with their path) of rows in
+    lang_code: the row's language index (language_codes) into max_hamming / masks / n_masks.
+    Returns (a, b, lang_code, found_by, distance) of the pairs (a < b) and the ids (with their found_by) of rows in
     buckets over max_bucket.
     """
     n = bucket.shape[0]
@@ -160,31 +161,32 @@ def bucket_pairs(bucket, path, slot, code, fp, ids, max_hamming, masks, n_masks,
     p_out = np.empty(cap, np.int32)
     d_out = np.empty(cap, np.int32)
     split_id = np.empty(0, np.int64)
-    split_path = np.empty(0, np.int32)
+    split_found_by = np.empty(0, np.int32)
     n_split = 0
     k = 0
     start = 0
     while start < n:
         end = start + 1
-        while end < n and bucket[end] == bucket[start] and path[end] == path[start] and slot[end] == slot[start]:
+        while (end < n and bucket[end] == bucket[start] and found_by[end] == found_by[start]
+               and slot[end] == slot[start]):
             end += 1
         size = end - start
         if size > max_bucket:
             split_id = _with_room(split_id, n_split, n_split + size)
-            split_path = _with_room(split_path, n_split, n_split + size)
+            split_found_by = _with_room(split_found_by, n_split, n_split + size)
             for r in range(start, end):
                 split_id[n_split] = ids[r]
-                split_path[n_split] = path[r]
+                split_found_by[n_split] = found_by[r]
                 n_split += 1
         for c0 in range(start, end, max_bucket):
             c1 = min(c0 + max_bucket, end)
             for i in range(c0, c1):
                 for j in range(i + 1, c1):
-                    lang = code[i]
+                    lang = lang_code[i]
                     xor = np.uint64(fp[i]) ^ np.uint64(fp[j])
                     dist = _popcount(xor)
                     within = dist <= max_hamming[lang]
-                    if path[i] == 0:
+                    if found_by[i] == TABLES:
                         if not within:
                             continue
                         first = -1
@@ -194,7 +196,7 @@ def bucket_pairs(bucket, path, slot, code, fp, ids, max_hamming, masks, n_masks,
                                 break
                         if first != slot[i]:
                             continue
-                    elif within and tables_run:
+                    elif within and with_tables:
                         continue
                     a_out = _with_room(a_out, k, k + 1)
                     b_out = _with_room(b_out, k, k + 1)
@@ -204,16 +206,16 @@ def bucket_pairs(bucket, path, slot, code, fp, ids, max_hamming, masks, n_masks,
                     a_out[k] = min(ids[i], ids[j])
                     b_out[k] = max(ids[i], ids[j])
                     c_out[k] = lang
-                    p_out[k] = path[i]
+                    p_out[k] = found_by[i]
                     d_out[k] = dist
                     k += 1
         start = end
-    return a_out[:k], b_out[:k], c_out[:k], p_out[:k], d_out[:k], split_id[:n_split], split_path[:n_split]
+    return a_out[:k], b_out[:k], c_out[:k], p_out[:k], d_out[:k], split_id[:n_split], split_found_by[:n_split]
 
 
-def last_run_start(bucket: np.ndarray, path: np.ndarray, slot: np.ndarray) -> int:
+def last_run_start(bucket: np.ndarray, found_by: np.ndarray, slot: np.ndarray) -> int:
     """Index where the last bucket of sorted, non-empty rows begins (it may go on in the next batch)."""
-    same = (bucket == bucket[-1]) & (path == path[-1]) & (slot == slot[-1])
+    same = (bucket == bucket[-1]) & (found_by == found_by[-1]) & (slot == slot[-1])
     differs = np.flatnonzero(~same)       # sorted rows: the last bucket is a suffix
     return int(differs[-1]) + 1 if len(differs) else 0
 
@@ -236,25 +238,24 @@ def _language_tables(sim_conf: "SimhashConfig") -> tuple[np.ndarray, np.ndarray,
             np.array([len(t) for t in tables], np.int64))
 
 
-PAIR_SCHEMA = "a long, b long, code int, path int, distance int, split boolean"
+PAIR_SCHEMA = "a long, b long, lang_code int, found_by int, distance int, split boolean"
 
 
-def _scan(sim_conf: "SimhashConfig", tables_run: bool):
-    """mapInArrow function: the pairs of every bucket of a partition sorted by (bucket, path, slot, fp, id).
+def _scan(sim_conf: "SimhashConfig", with_tables: bool):
+    """mapInArrow function: the pairs of every bucket of a partition sorted by (bucket, found_by, slot, fp, id).
 
     Arrow batches cut a partition anywhere, so the last bucket of a batch is carried into the next."""
-    import pyarrow as pa
-
     max_hamming, masks, n_masks = _language_tables(sim_conf)
-    names = ("bucket", "path", "slot", "code", "fp", "id")
+    names = ("bucket", "found_by", "slot", "lang_code", "fp", "id")
 
-    def pairs_of(cols: dict[str, np.ndarray]) -> "pa.RecordBatch":
-        a, b, c, p, d, sid, spath = bucket_pairs(cols["bucket"], cols["path"], cols["slot"], cols["code"],
-                                                 cols["fp"], cols["id"], max_hamming, masks, n_masks,
-                                                 sim_conf.max_band_bucket, tables_run)
+    def pairs_of(cols: dict[str, np.ndarray]) -> pa.RecordBatch:
+        a, b, c, p, d, sid, s_found_by = bucket_pairs(cols["bucket"], cols["found_by"], cols["slot"],
+                                                      cols["lang_code"], cols["fp"], cols["id"], max_hamming,
+                                                      masks, n_masks, sim_conf.max_band_bucket, with_tables)
         return pa.RecordBatch.from_pydict({
             "a": np.concatenate((a, sid)), "b": np.concatenate((b, np.full(len(sid), -1, np.int64))),
-            "code": np.concatenate((c, np.zeros(len(sid), np.int32))), "path": np.concatenate((p, spath)),
+            "lang_code": np.concatenate((c, np.zeros(len(sid), np.int32))),
+            "found_by": np.concatenate((p, s_found_by)),
             "distance": np.concatenate((d, np.zeros(len(sid), np.int32))),
             "split": np.concatenate((np.zeros(len(a), np.bool_), np.ones(len(sid), np.bool_)))})
 
@@ -266,7 +267,7 @@ def _scan(sim_conf: "SimhashConfig", tables_run: bool):
                 cols = {name: np.concatenate((carry[name], cols[name])) for name in names}
             if len(cols["bucket"]) == 0:
                 continue
-            cut = last_run_start(cols["bucket"], cols["path"], cols["slot"])
+            cut = last_run_start(cols["bucket"], cols["found_by"], cols["slot"])
             carry = {name: v[cut:] for name, v in cols.items()}
             if cut:
                 yield pairs_of({name: v[:cut] for name, v in cols.items()})
@@ -275,35 +276,31 @@ def _scan(sim_conf: "SimhashConfig", tables_run: bool):
     return run
 
 
-def candidate_pairs(docs: "DataFrame", sim_conf: "SimhashConfig",
-                    paths: tuple[int, ...] = (SIMHASH_PATH, MINHASH_PATH)) -> tuple["DataFrame", "DataFrame"]:
-    """(pairs a < b with lang, path, distance; ids of documents in split buckets with their path).
+def candidate_pairs(docs: DataFrame, sim_conf: "SimhashConfig",
+                    found_by: tuple[int, ...] = (TABLES, MINHASH)) -> tuple[DataFrame, DataFrame]:
+    """(pairs a < b with lang, found_by, distance; ids of documents in split buckets with their found_by).
 
     One shuffle: the exploded rows are partitioned by bucket and sorted inside each partition by
-    (bucket, path, slot, fp, id), then one compiled pass per partition pairs up each bucket's rows
-    (bucket_pairs). A bucket is (lang, path, slot, value), hashed to one long: a hash collision can
+    (bucket, found_by, slot, fp, id), then one compiled pass per partition pairs up each bucket's rows
+    (bucket_pairs). A bucket is (lang, found_by, slot, value), hashed to one long: a hash collision can
     only merge two buckets, adding candidates that verification then judges; it loses none.
     The scan is materialised once; pairs and split ids are both read from it.
 
-    paths: which candidate paths run (the MinHash-only baseline of the benchmark uses one)."""
-    from pyspark.sql import functions as F
-
-    from ..clustering import cut_lineage
-
-    codes = language_codes(sim_conf)
-    rows = _exploded(docs, sim_conf, paths)
-    code = F.lit(0)
-    for i, name in enumerate(codes[1:], start=1):
-        code = F.when(F.col("lang") == name, F.lit(i)).otherwise(code)
-    rows = rows.select(F.xxhash64("lang", "path", "slot", "value").alias("bucket"),
-                       F.col("path").cast("int").alias("path"), F.col("slot").cast("int").alias("slot"),
-                       code.cast("int").alias("code"), "fp", "id")
-    scanned = cut_lineage(rows.repartition("bucket").sortWithinPartitions("bucket", "path", "slot", "fp", "id")
-                          .mapInArrow(_scan(sim_conf, SIMHASH_PATH in paths), PAIR_SCHEMA))
-    lang = F.element_at(F.array(*[F.lit(c) for c in codes]), F.col("code") + 1)
-    found = scanned.where(~F.col("split")).select("a", "b", lang.alias("lang"), "path", "distance")
+    found_by: which searches run (the MinHash-only baseline of the benchmark runs MINHASH alone)."""
+    langs = language_codes(sim_conf)
+    rows = _exploded(docs, sim_conf, found_by)
+    lang_code = F.lit(0)
+    for i, name in enumerate(langs[1:], start=1):
+        lang_code = F.when(F.col("lang") == name, F.lit(i)).otherwise(lang_code)
+    rows = rows.select(F.xxhash64("lang", "found_by", "slot", "value").alias("bucket"),
+                       F.col("found_by").cast("int").alias("found_by"), F.col("slot").cast("int").alias("slot"),
+                       lang_code.cast("int").alias("lang_code"), "fp", "id")
+    scanned = cut_lineage(rows.repartition("bucket").sortWithinPartitions("bucket", "found_by", "slot", "fp", "id")
+                          .mapInArrow(_scan(sim_conf, TABLES in found_by), PAIR_SCHEMA))
+    lang = F.element_at(F.array(*[F.lit(name) for name in langs]), F.col("lang_code") + 1)
+    found = scanned.where(~F.col("split")).select("a", "b", lang.alias("lang"), "found_by", "distance")
     # The tables emit each pair once; the MinHash bands may emit it several times.
-    pairs = (found.where(F.col("path") == SIMHASH_PATH)
-             .unionByName(found.where(F.col("path") == MINHASH_PATH).dropDuplicates(["a", "b"])))
-    split = scanned.where(F.col("split")).select(F.col("a").alias("id"), "path").distinct()
+    pairs = (found.where(F.col("found_by") == TABLES)
+             .unionByName(found.where(F.col("found_by") == MINHASH).dropDuplicates(["a", "b"])))
+    split = scanned.where(F.col("split")).select(F.col("a").alias("id"), "found_by").distinct()
     return pairs, split

@@ -1,6 +1,6 @@
 """Stage 3's verification: every candidate pair is judged on the two documents' exact features.
 
-A candidate (simhash_candidates.py) is a duplicate when the two shingle sets
+A candidate (candidates.py) is a duplicate when the two shingle sets
 have Jaccard >= jaccard, or the smaller set lies >= containment inside the
 larger, and the pair does not contradict itself on numbers or names: templated
 reports of different games share most words but not their scores and teams.
@@ -21,71 +21,65 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
+import pyarrow as pa
 from numba import njit
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from .simhash_candidates import per_language
+from ..content import ContentKeys
+from .candidates import per_language
+from .kernels import KIND_CODES, shingle_sets
+from .reference import names_of, numbers_of
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql import DataFrame
-
-    from ..config import Config, SimhashConfig
+    from ...config import Config, SimhashConfig
 
 
 # ---------------------------------------------------------------- features (Spark)
 
 class PairFeatures:
     """The verification columns of an Arrow batch of documents (id, lang, title, body): id and, from
-    each document's content key, sh (shingle_set of its language's set features), nums (numbers_of)
+    each document's content key, shingles (shingle_set of its language's set features), nums (numbers_of)
     and names (names_of), the same values the per-document functions give.
 
     Content keys as prepare computes them (ContentKeys.batch, no html, the stored lang as the
-    hint); the shingle sets in one compiled call (simhash_sets.shingle_sets), the sh column built
+    hint); the shingle sets in one compiled call (kernels.shingle_sets), the shingles column built
     straight from its offsets and values; numbers and names per document (regex).
     """
 
     def __init__(self, conf: "Config"):
-        from .content import ContentKeys
-
         self.content = ContentKeys(conf.content, conf.input.max_text_chars)
         self.sim_conf = conf.simhash
 
     def set_features(self, langs: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
         """(kind codes as int8, n-gram lengths as int64) of each language's set features."""
-        from .simhash_kernel import KIND_CODES
-
         specs = [self.sim_conf.language(lang) for lang in langs]
         return (np.array([KIND_CODES[s.set_features] for s in specs], np.int8),
                 np.array([s.set_ngram for s in specs], np.int64))
 
-    def batch(self, docs: "pa.RecordBatch") -> "pa.RecordBatch":
-        import pyarrow as pa
-
-        from .simhash_features import names_of, numbers_of
-        from .simhash_sets import shingle_sets
-
+    def batch(self, docs: pa.RecordBatch) -> pa.RecordBatch:
         n = docs.num_rows
         langs = docs.column("lang").to_pylist()
         keys = self.content.batch(docs.column("title").to_pylist(), docs.column("body").to_pylist(), [None] * n,
                                   langs, [[] for _ in range(n)])["key"]
         offsets, shingles = shingle_sets([k.casefold() for k in keys], *self.set_features(langs))
-        sh = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
+        shingle_lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
         strings = pa.list_(pa.string())
         return pa.RecordBatch.from_arrays(
-            [docs.column("id"), sh, pa.array([numbers_of(k) for k in keys], strings),
-             pa.array([names_of(k) for k in keys], strings)], names=["id", "sh", "nums", "names"])
+            [docs.column("id"), shingle_lists, pa.array([numbers_of(k) for k in keys], strings),
+             pa.array([names_of(k) for k in keys], strings)], names=["id", "shingles", "nums", "names"])
 
 
-def pair_features(ctx_docs: "DataFrame", ids: "DataFrame", conf: "Config") -> "DataFrame":
-    """id, sh (sorted distinct shingle hashes), nums, names for the documents in ids, from their text
+def pair_features(ctx_docs: DataFrame, ids: DataFrame, conf: "Config") -> DataFrame:
+    """id, shingles (sorted distinct shingle hashes), nums, names for the documents in ids, from their text
     (PairFeatures, an Arrow batch at a time)."""
-    from pyspark.sql import types as T
-
-    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("sh", T.ArrayType(T.IntegerType())),
+    schema = T.StructType([T.StructField("id", T.LongType()),
+                           T.StructField("shingles", T.ArrayType(T.IntegerType())),
                            T.StructField("nums", T.ArrayType(T.StringType())),
                            T.StructField("names", T.ArrayType(T.StringType()))])
 
-    def run(batches: Iterator["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         features = PairFeatures(conf)
         for docs in batches:
             yield features.batch(docs)
@@ -127,18 +121,16 @@ def sorted_segments(offsets, values):
     return out
 
 
-def _shingle_lists(column: "pa.ListArray") -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, values) of an sh column; offsets index values even where the batch is a slice.
+def _shingle_lists(column: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of a shingles column; offsets index values even where the batch is a slice.
 
     A shingle set is sorted as unsigned 32-bit values and stored as int32 (shingle_set), so its
     values are read back as uint32: in that order they are sorted."""
     return column.offsets.to_numpy(), column.values.to_numpy(zero_copy_only=False).view(np.uint32)
 
 
-def _codes(left: "pa.ListArray", right: "pa.ListArray") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _codes(left: pa.ListArray, right: pa.ListArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Two string-list columns as (offsets, sorted int codes) each; one code per distinct string of the batch."""
-    import pyarrow as pa
-
     l_off, r_off = left.offsets.to_numpy(), right.offsets.to_numpy()
     codes = pa.concat_arrays([left.values, right.values]).dictionary_encode().indices.to_numpy()
     n_left = len(left.values)
@@ -149,17 +141,16 @@ def _ratio(inter: np.ndarray, whole: np.ndarray) -> np.ndarray:
     return inter / np.maximum(whole, 1)
 
 
-def measures(batch: "pa.RecordBatch") -> dict[str, "pa.Array"]:
-    """jaccard, containment, numbers and names of each row of l_sh, r_sh, l_nums, ... (see `similarity`)."""
-    import pyarrow as pa
-
+def measures(batch: pa.RecordBatch) -> dict[str, pa.Array]:
+    """jaccard, containment, numbers and names of each row of l_shingles, r_shingles, l_nums, ...
+    (see `similarity`)."""
     sizes = {}
-    for name in ("sh", "nums", "names"):
+    for name in ("shingles", "nums", "names"):
         left, right = batch.column(f"l_{name}"), batch.column(f"r_{name}")
-        lists = (*_shingle_lists(left), *_shingle_lists(right)) if name == "sh" else _codes(left, right)
+        lists = (*_shingle_lists(left), *_shingle_lists(right)) if name == "shingles" else _codes(left, right)
         inter = intersection_sizes(*lists)
         sizes[name] = (inter, np.diff(lists[0]), np.diff(lists[2]))
-    inter, la, lb = sizes["sh"]
+    inter, la, lb = sizes["shingles"]
     union, small = la + lb - inter, np.minimum(la, lb)
     out = {"jaccard": pa.array(np.where(union > 0, _ratio(inter, union), 0.0)),
            "containment": pa.array(np.where(small > 0, _ratio(inter, small), 0.0))}
@@ -173,14 +164,11 @@ def measures(batch: "pa.RecordBatch") -> dict[str, "pa.Array"]:
 
 # ---------------------------------------------------------------- measures (Spark)
 
-def similarity(pairs: "DataFrame", feats: "DataFrame", left: str, right: str) -> "DataFrame":
+def similarity(pairs: DataFrame, feats: DataFrame, left: str, right: str) -> DataFrame:
     """pairs with jaccard, containment (0 when a set is empty), numbers and names overlap (null when
     either side has none) of the documents left and right.
 
     jaccard = |x & y| / |x | y|; containment and the overlaps = |x & y| / min(|x|, |y|)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
     fl = feats.select(*[F.col(c).alias(f"l_{c}") for c in feats.columns])
     fr = feats.select(*[F.col(c).alias(f"r_{c}") for c in feats.columns])
     # Shuffle joins: the shingle arrays must never be broadcast (a 2g driver ran out building that).
@@ -190,9 +178,7 @@ def similarity(pairs: "DataFrame", feats: "DataFrame", left: str, right: str) ->
     schema = T.StructType([*pairs.schema.fields,
                            *[T.StructField(c, T.DoubleType()) for c in ("jaccard", "containment", "numbers", "names")]])
 
-    def run(batches: Iterator["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
-        import pyarrow as pa
-
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             scored = measures(batch)
             yield pa.RecordBatch.from_arrays([batch.column(c) for c in keep] + list(scored.values()),
@@ -201,10 +187,8 @@ def similarity(pairs: "DataFrame", feats: "DataFrame", left: str, right: str) ->
     return j.mapInArrow(run, schema)
 
 
-def verified(scored: "DataFrame", sim_conf: "SimhashConfig") -> "DataFrame":
+def verified(scored: DataFrame, sim_conf: "SimhashConfig") -> DataFrame:
     """The scored pairs that are duplicates under their language's thresholds."""
-    from pyspark.sql import functions as F
-
     lang = F.col("lang")
 
     def at(name):

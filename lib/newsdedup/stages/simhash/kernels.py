@@ -1,29 +1,42 @@
-"""Stage 3's compiled kernel: features and SimHash for a whole batch of texts in one call.
+"""Stage 3's compiled (numba) batch kernels: every stored stage-3 column for a whole batch of texts.
 
-The definition is the one `simhash.features` / `simhash.simhash` spell out in
-numpy (and tests/fingerprint_reference.py pins): a word is a maximal run of word
-characters, its value the first 8 bytes (little-endian) of BLAKE2b over its
-UTF-8 bytes; a character gram runs over code points; an n-gram's hash is the
-multiply-add chain over its members finished with the splitmix64 mixer; a
-fingerprint bit is set when more than half of the feature occurrences have it.
+The definitions are reference.py's (and tests/fingerprint_reference.py pins
+both): a word is a maximal run of word characters (`reference.char_classes`),
+its value the first 8 bytes (little-endian) of BLAKE2b over its UTF-8 bytes; a
+character gram runs over code points; an n-gram's hash is the multiply-add
+chain over its members finished with the splitmix64 mixer; a fingerprint bit
+is set when more than half of the feature occurrences (or, for the set
+SimHash, of the distinct shingles) have it.
 
 Here the same arithmetic runs in numba over the UTF-32 code points of a whole
 Arrow batch (texts laid end to end, with offsets), so Python is called once per
 batch instead of once per word. BLAKE2b is written out below (RFC 7693) because
 numba cannot call hashlib; the reference test checks it bit for bit.
+
+- `fingerprint_batch`: the seed fingerprint and distinct feature count per text.
+- `keys_batch`: what `fingerprint_batch` gives plus the set columns: the sorted
+  distinct 32-bit shingle hashes (`reference.shingle_set`), their SimHash
+  (`reference.set_simhash`, stored simhash_w) and the MinHash band hashes
+  (`reference.minhash_bands`, stored mh_bands). keys.SimhashKeys calls it.
+- `shingle_sets`: the same kernel for verification, which needs only the sets
+  (of every document it is given).
+
+Where the set features are the seed's (English: word 3-shingles both) the seed's
+occurrence hashes are reused as they are; otherwise (Bangla: char 4-gram seed,
+word 3-shingle set) the set features are hashed once more, through the same
+word cache.
+
+Imports only reference.py of this package.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 
-if TYPE_CHECKING:
-    import re
+from .reference import GOLDEN, char_classes
 
 _IV = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
                 0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179], dtype=np.uint64)
@@ -42,45 +55,6 @@ _SIGMA = np.array([
 
 KIND_WORD, KIND_CHAR = 0, 1
 KIND_CODES = {"word": KIND_WORD, "char": KIND_CHAR}     # a LanguageSpec's feature kinds
-BENGALI = (0x0980, 0x09FF)
-
-
-@lru_cache(maxsize=1)
-def char_classes() -> tuple[np.ndarray, np.ndarray]:
-    """(is_word, is_text) for every code point.
-
-    is_word: a word character, that is what `re`'s \\w matches (letters, digits,
-    underscore) plus every combining mark (\\p{M}). Without the marks a Bangla
-    word falls apart at its vowel signs: \\w+ reads বাংলাদেশের as ব, ল, দ, শ, র.
-    is_text: what a character gram keeps (a word character or anything in the
-    Bengali block); everything else is a word boundary.
-    """
-    import re
-
-    every = "".join(map(chr, range(0x110000)))
-    is_word = np.zeros(0x110000, dtype=np.bool_)
-    is_word[[m.start() for m in re.finditer(r"\w", every)]] = True
-    for cp in range(0x110000):
-        if not is_word[cp] and unicodedata.category(every[cp])[0] == "M":
-            is_word[cp] = True
-    is_text = is_word.copy()
-    is_text[BENGALI[0]:BENGALI[1] + 1] = True
-    return is_word, is_text
-
-
-def _ranges(mask: np.ndarray) -> str:
-    """A regex character-class body for the code points where mask is True."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
-    return "".join(f"\\U{a:08x}-\\U{b - 1:08x}" for a, b in zip(edges[::2], edges[1::2]))
-
-
-@lru_cache(maxsize=1)
-def patterns() -> tuple["re.Pattern", "re.Pattern"]:
-    """(word, non_text) regexes with exactly the classes of `char_classes`, for the numpy definition."""
-    import re
-
-    is_word, is_text = char_classes()
-    return re.compile(f"[{_ranges(is_word)}]+"), re.compile(f"[^{_ranges(is_text)}]+")
 
 
 @njit(inline="always")
@@ -469,3 +443,149 @@ def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(lengths, out=offsets[1:])
     cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
     return cps, offsets
+
+
+# ---------------------------------------------------------------- the set columns
+
+@njit(cache=True)
+def radix_sort32(a, m, tmp):
+    """a[:m] sorted ascending: an LSD radix sort, one byte per pass through tmp (at least m long).
+
+    Four linear passes instead of a comparison sort's m log m steps; after an even
+    number of passes the values are back in a."""
+    counts = np.empty(256, dtype=np.int64)
+    src, dst = a, tmp
+    for shift in range(0, 32, 8):
+        counts[:] = 0
+        for i in range(m):
+            counts[(src[i] >> shift) & 0xFF] += 1
+        total = 0
+        for b in range(256):
+            c = counts[b]
+            counts[b] = total
+            total += c
+        for i in range(m):
+            v = src[i]
+            b = (v >> shift) & 0xFF
+            dst[counts[b]] = v
+            counts[b] += 1
+        src, dst = dst, src
+
+
+@njit(cache=True)
+def distinct_high32(hashes, m, out, tmp):
+    """out[:k] = the sorted distinct high 32 bits of hashes[:m] (as uint32); returns k.
+    tmp: uint32 scratch of at least m."""
+    if m == 0:
+        return 0
+    for i in range(m):
+        out[i] = np.uint32(hashes[i] >> np.uint64(32))
+    radix_sort32(out, m, tmp)
+    k = 1
+    for i in range(1, m):
+        if out[i] != out[k - 1]:
+            out[k] = out[i]
+            k += 1
+    return k
+
+
+@njit(cache=True)
+def set_simhash_bits(shingles, k, scratch, counts):
+    """Unsigned SimHash of a set of k > 0 shingles, each voting once (reference.set_simhash)."""
+    for i in range(k):
+        scratch[i] = _mix(np.uint64(shingles[i]) * GOLDEN)
+    return simhash_bits(scratch, k, counts)
+
+
+@njit(cache=True)
+def minhash_band_hashes(shingles, k, salts, n_bands, rows, scratch, out):
+    """out[:n_bands] = the band hashes of the n_bands x rows MinHash signature of k > 0 shingles
+    (reference.minhash_bands): function p is splitmix64(premixed(x) XOR salts[p])."""
+    for i in range(k):
+        scratch[i] = _mix(np.uint64(shingles[i]) * GOLDEN + np.uint64(1))
+    for b in range(n_bands):
+        acc = np.uint64(b + 1)
+        for j in range(rows):
+            salt = salts[b * rows + j]
+            low = np.uint64(0xFFFFFFFFFFFFFFFF)
+            for i in range(k):
+                v = _mix(scratch[i] ^ salt)
+                if v < low:
+                    low = v
+            acc = _mix(acc * GOLDEN + low)
+        out[b] = acc
+
+
+@njit(cache=True)
+def keys_batch(cps, offsets, kinds, ngrams, minimum, set_kinds, set_ngrams, salts, n_bands, rows,
+               is_word, is_text, cache, arena, state):
+    """Per text d (cps[offsets[d]:offsets[d+1]], already case-folded; kinds[d] < 0 skips it):
+
+    seed, n_features: the seed SimHash (unsigned) and its distinct features, as fingerprint_batch;
+    seed_valid: kinds >= 0 and n_features >= max(minimum, 1), the documents stage 3 sees;
+    shingle_offsets, shingles: the sorted distinct 32-bit set-feature hashes of each seed_valid
+      document (uint32; view as int32 for shingle_set's values), empty for the others;
+    simhash_w, mh_bands: the set SimHash (unsigned) and the n_bands MinHash band hashes (unsigned),
+      meaningful where simhash_w_valid = seed_valid and the set is not empty.
+    """
+    n_docs = offsets.shape[0] - 1
+    seed = np.zeros(n_docs, dtype=np.uint64)
+    n_features = np.zeros(n_docs, dtype=np.int64)
+    seed_valid = np.zeros(n_docs, dtype=np.bool_)
+    simhash_w = np.zeros(n_docs, dtype=np.uint64)
+    simhash_w_valid = np.zeros(n_docs, dtype=np.bool_)
+    mh_bands = np.zeros((n_docs, n_bands), dtype=np.uint64)
+    shingle_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    shingles = np.empty(max(16, cps.shape[0] // 4), dtype=np.uint32)
+    size = scratch_size(offsets)
+    values = np.empty(size, dtype=np.uint64)
+    hashes = np.empty(size, dtype=np.uint64)
+    scratch = np.empty(size, dtype=np.uint64)
+    sorted_set = np.empty(size, dtype=np.uint32)
+    sort_tmp = np.empty(size, dtype=np.uint32)
+    counts = np.zeros(64, dtype=np.int64)
+    table = distinct_table(size)
+    used = 0
+    for d in range(n_docs):
+        shingle_offsets[d] = used
+        if kinds[d] < 0:
+            continue
+        start, end = offsets[d], offsets[d + 1]
+        m = feature_hashes(cps, start, end, kinds[d], ngrams[d], is_word, is_text, values, hashes,
+                           cache, arena, state)
+        seed[d], n_features[d] = seed_columns(hashes, m, counts, table)
+        if n_features[d] == 0 or n_features[d] < minimum[d]:
+            continue
+        seed_valid[d] = True
+        if set_kinds[d] != kinds[d] or set_ngrams[d] != ngrams[d]:
+            m = feature_hashes(cps, start, end, set_kinds[d], set_ngrams[d], is_word, is_text, values,
+                               hashes, cache, arena, state)
+        k = distinct_high32(hashes, m, sorted_set, sort_tmp)
+        if k == 0:
+            continue
+        simhash_w_valid[d] = True
+        simhash_w[d] = set_simhash_bits(sorted_set, k, scratch, counts)
+        minhash_band_hashes(sorted_set, k, salts, n_bands, rows, scratch, mh_bands[d])
+        if used + k > shingles.shape[0]:
+            grown = np.empty(max(2 * shingles.shape[0], used + k), dtype=np.uint32)
+            grown[:used] = shingles[:used]
+            shingles = grown
+        shingles[used:used + k] = sorted_set[:k]
+        used += k
+    shingle_offsets[n_docs] = used
+    return seed, n_features, seed_valid, simhash_w, simhash_w_valid, mh_bands, shingle_offsets, shingles[:used]
+
+
+def shingle_sets(folded: list[str], kinds: np.ndarray, ngrams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, shingles): text d's shingle_set (sorted distinct 32-bit hashes as int32) is
+    shingles[offsets[d]:offsets[d + 1]], for every text, however few features it has.
+
+    folded: case-folded texts; kinds, ngrams: each text's set features (kinds < 0: none).
+    keys_batch with the set features as the seed and no minimum: a text is then valid exactly
+    when it has a feature, and no MinHash band (n_bands 0) is computed.
+    """
+    is_word, is_text = char_classes()
+    *_, offsets, shingles = keys_batch(*code_points(folded), kinds, ngrams, np.zeros(len(folded), np.int64),
+                                       kinds, ngrams, np.empty(0, np.uint64), 0, 0, is_word, is_text,
+                                       *word_cache().arrays())
+    return offsets, shingles.view(np.int32)

@@ -1,0 +1,85 @@
+"""Stage 3's per-document keys: `SimhashKeys`, whose `batch` is the function `prepare` calls
+once per Arrow batch, and the band columns it cuts in Spark.
+
+Every value is computed by the compiled kernels (kernels.keys_batch), exactly
+what reference.py defines one document at a time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from . import kernels
+from .reference import bands, char_classes, minhash_salts
+
+if TYPE_CHECKING:
+    from ...config import SimhashConfig
+
+# What stage 3 needs on the unresolved rows besides id and lang.
+STAGE_COLUMNS = ("simhash_w", "mh_bands")
+
+
+class SimhashKeys:
+    """Stage-3 columns for a batch of documents: the seed's simhash and n_features (bands are
+    derived in Spark, bit-identical to `reference.bands`), plus simhash_w (SimHash of the distinct
+    shingle set) and mh_bands (MinHash LSH band hashes) that stage 3 joins on.
+
+    `batch` is what `prepare` calls once per Arrow batch; it runs the compiled
+    kernel (kernels.keys_batch) over all texts at once for every column.
+    """
+
+    FIELDS = (("simhash", "bigint"), ("n_features", "int"), ("simhash_w", "bigint"), ("mh_bands", "array<bigint>"))
+
+    def __init__(self, sim_conf: "SimhashConfig"):
+        self.conf = sim_conf
+
+    def batch(self, keys: Sequence[str], langs: Sequence[str | None],
+              has_body: Sequence[bool]) -> dict[str, Any]:
+        """keys: normalised texts (content_key). Returns simhash (int64, valid where n_features suffice)
+        and simhash_w (int64) as masked pairs, n_features, and mh_bands (a list of n_bands ints, or None):
+        {"simhash", "simhash_valid", "n_features", "simhash_w", "simhash_w_valid", "mh_bands"}.
+        Documents too short for the seed fingerprint stay out of stage 3 altogether (no set columns)."""
+        n = len(keys)
+        kinds = np.full(n, -1, dtype=np.int8)
+        set_kinds = np.full(n, -1, dtype=np.int8)
+        ngrams = np.zeros(n, dtype=np.int64)
+        set_ngrams = np.zeros(n, dtype=np.int64)
+        minimum = np.zeros(n, dtype=np.int64)
+        for i, (lang, body) in enumerate(zip(langs, has_body)):
+            if body:
+                spec = self.conf.language(lang)
+                kinds[i], set_kinds[i] = kernels.KIND_CODES[spec.features], kernels.KIND_CODES[spec.set_features]
+                ngrams[i], set_ngrams[i], minimum[i] = spec.ngram, spec.set_ngram, spec.min_features
+        folded = [k.casefold() if kinds[i] >= 0 else "" for i, k in enumerate(keys)]
+        is_word, is_text = char_classes()
+        n_bands, rows = self.conf.minhash_bands, self.conf.minhash_rows
+        seed, n_features, seed_valid, simhash_w, simhash_w_valid, mh_bands, _, _ = kernels.keys_batch(
+            *kernels.code_points(folded), kinds, ngrams, minimum, set_kinds, set_ngrams,
+            minhash_salts(n_bands * rows), n_bands, rows, is_word, is_text, *kernels.word_cache().arrays())
+        bands_or_none = [row if ok else None for row, ok in zip(mh_bands.view(np.int64).tolist(), simhash_w_valid)]
+        return {"simhash": seed.view(np.int64), "simhash_valid": seed_valid,
+                "n_features": n_features.astype(np.int32),
+                "simhash_w": simhash_w.view(np.int64), "simhash_w_valid": simhash_w_valid, "mh_bands": bands_or_none}
+
+    def columns(self, key: str, lang: str | None, has_body: bool) -> dict[str, Any]:
+        """One document (tests, tools): simhash (None below min_features), n_features, band_0..,
+        simhash_w, mh_bands."""
+        out = self.batch([key], [lang], [has_body])
+        fp = int(out["simhash"][0]) if out["simhash_valid"][0] else None
+        cols: dict[str, Any] = {"simhash": fp, "n_features": int(out["n_features"][0])}
+        for i, b in enumerate(bands(fp, self.conf.bands) if fp is not None else [None] * self.conf.bands):
+            cols[f"band_{i}"] = b
+        cols["simhash_w"] = int(out["simhash_w"][0]) if out["simhash_w_valid"][0] else None
+        cols["mh_bands"] = out["mh_bands"][0]
+        return cols
+
+    def spark_columns(self, simhash: Column) -> dict[str, Column]:
+        """The band columns, computed in Spark from the fingerprint (same values as `reference.bands`)."""
+        width = 64 // self.conf.bands
+        mask = (1 << width) - 1
+        return {f"band_{i}": F.shiftrightunsigned(simhash, width * i).bitwiseAND(mask).cast("int")
+                for i in range(self.conf.bands)}
