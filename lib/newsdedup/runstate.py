@@ -78,7 +78,8 @@ def _run_step(name: str, compute: Compute, persist: Callable[[Frames], Frames], 
         out = compute()
         frames = persist(out.frames)
         measured = measure(frames) if measure is not None else {}
-        return StepOutput(frames, out.report.merged(StepReport(counts=measured)))
+        # What was measured on the written frames leads the step's counters (links.<stage> first).
+        return StepOutput(frames, StepReport(counts=measured).merged(out.report))
 
     out = timer.timed(name, run)
     report = out.report.merged(timer)
