@@ -48,6 +48,14 @@ def _quarantine(invalid: DataFrame, failed: DataFrame) -> DataFrame:
                                    F.to_json(F.struct("id", "url", "source", "published_at")).alias("record"))))
 
 
+def _collided(docs: DataFrame) -> DataFrame:
+    """Quarantine rows for documents refused because their id is stored under another article."""
+    return docs.select(F.col("id").cast("string").alias("raw_id"),
+                       F.lit("id_collision: this id is already stored with another canonical URL "
+                             "(input.id_collision: quarantine)").alias("reason"),
+                       F.to_json(F.struct("id", "url", "source", "published_at")).alias("record"))
+
+
 def _count_prepared(prepared: DataFrame, invalid: DataFrame) -> dict[str, int]:
     """One pass over the prepared rows for all the per-document counters."""
     ok = F.col("prepare_error").isNull()
@@ -99,14 +107,19 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
 
     # The stages deduplicate the archive: this slice plus, when the output already holds
     # documents, the stored ones the slice does not replace (incremental.py).
-    archive, n_stored = incremental.with_stored(spark, new_docs, output)
-    if n_stored is not None:
-        report.counts["existing_documents"] = n_stored
-    n_archive = prepared.report.counts["documents"] + (n_stored or 0)
-    ctx = stages.StageContext(spark=spark, conf=conf, run_id=report.run_id, archive=archive, output=output)
+    archive = incremental.with_stored(spark, new_docs, output, conf.input.id_collision)
+    report.counts.update(archive.counts)
+    if archive.collisions is not None:   # refused documents are quarantined, so every input row stays counted
+        quarantine = quarantine.unionByName(_collided(archive.collisions))
+        report.counts["documents"] -= archive.counts["id_collisions"]
+        report.counts["quarantined"] += archive.counts["id_collisions"]
+    new_docs = archive.accepted
+    n_archive = report.counts["documents"] + archive.counts.get("existing_documents", 0)
+    ctx = stages.StageContext(spark=spark, conf=conf, run_id=report.run_id, archive=archive.documents,
+                               output=output)
     cascade = stages.build(conf)
     # Implausible dates are kept on the documents but order last, like unknown ones.
-    unresolved = archive.select("id", order_date().alias("published_at"), "lang",
+    unresolved = archive.documents.select("id", order_date().alias("published_at"), "lang",
                                 *dict.fromkeys(c for stage in cascade for c in stage.columns))
     linked: dict[str, int] = {}          # links per stage, in cascade order
     all_links, all_flags = [], []

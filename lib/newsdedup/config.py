@@ -81,6 +81,11 @@ class InputConfig:
     max_text_chars: int = 200_000
     published_at_min: str = "1800-01-01"
     published_at_max: Optional[str] = None
+    # A slice's document whose id is already stored under another URL (incremental.py):
+    # "quarantine" keeps the stored article and quarantines the newcomer (reason id_collision);
+    # "replace" lets the newcomer replace it (Delta's history keeps the old row). The same id
+    # under the same canonical URL is a re-crawl and always updates the stored row.
+    id_collision: Literal["quarantine", "replace"] = "quarantine"
 
     def validate(self, key: str) -> None:
         from datetime import datetime
@@ -102,6 +107,8 @@ class InputConfig:
         except (ZoneInfoNotFoundError, ValueError):
             _check(False, f"{key}.naive_timezone", self.naive_timezone, "an IANA time zone such as 'UTC' or 'Asia/Dhaka'")
         _check(self.max_text_chars > 0, f"{key}.max_text_chars", self.max_text_chars, "a positive integer")
+        _check(self.id_collision in ("quarantine", "replace"), f"{key}.id_collision", self.id_collision,
+               "'quarantine' or 'replace'")
 
 
 @dataclass(frozen=True)

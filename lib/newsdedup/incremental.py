@@ -27,10 +27,11 @@ connected components that touch new documents would be the next optimisation.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -50,22 +51,54 @@ ACTIONS = (INSERT, SUPERSEDE, REVIVE, RESCORE)
 REPORTED_AS = {INSERT: "new", SUPERSEDE: "superseded", REVIVE: "revived", RESCORE: "rescored"}
 
 
-def with_stored(spark: SparkSession, docs: DataFrame, output: str | None) -> tuple[DataFrame, int | None]:
-    """docs plus the stored documents of output that docs does not replace (same columns).
+@dataclass
+class Archive:
+    """What a run deduplicates: its slice against the documents already stored."""
 
-    Returns (archive, number of stored documents added); the number is None when the output holds
-    no documents yet (a first run, or a dry run without an output).
+    documents: DataFrame         # the slice's accepted documents plus the stored ones they do not replace
+    accepted: DataFrame          # the slice's documents that go on (to the stages and the documents table)
+    collisions: DataFrame | None  # the slice's documents refused by the id-collision policy (id, url, ...)
+    counts: dict[str, int]       # existing_documents, recrawled, id_collisions (absent on a first run)
+
+
+def same_article(new_url_hash: Column, old_url_hash: Column, new_url: Column, old_url: Column) -> Column:
+    """One article seen twice: the same canonical URL (url_hash), or, where neither URL could be
+    normalised, the same stored URL string."""
+    return (new_url_hash == old_url_hash) | (new_url_hash.isNull() & old_url_hash.isNull() & new_url.eqNullSafe(old_url))
+
+
+def with_stored(spark: SparkSession, docs: DataFrame, output: str | None,
+                id_collision: str = "quarantine") -> Archive:
+    """The archive for this run: docs against the stored documents of output (same columns).
+
+    A document of docs whose id is already stored is a re-crawl when it is the same article
+    (same_article): it replaces the stored row (Delta's history keeps the old one). Otherwise
+    another article reuses the id, and id_collision decides: "quarantine" keeps the stored one
+    and hands the newcomer back in `collisions`; "replace" lets it replace the stored one.
     """
     path = store.table_path(output, "documents") if output else None
     if path is None or not store.exists(spark, path):
-        return docs, None
+        return Archive(docs, docs, None, {})
     stored = store.read(spark, output, "documents")
     missing = [c for c in docs.columns if c not in stored.columns]
     if missing:
         raise ValueError(f"{path} lacks columns {missing}: written by an older version; rerun the whole archive")
     # Materialised: the job later rewrites the documents table these rows come from.
+    seen = cut_lineage(docs.select("id", "url_hash", "url").alias("n").join(
+        stored.select("id", "url_hash", "url").alias("o"), "id").select(
+        "id", same_article(F.col("n.url_hash"), F.col("o.url_hash"), F.col("n.url"), F.col("o.url"))
+        .alias("same")))
+    row = seen.agg(F.sum(F.col("same").cast("int")).alias("same"),
+                   F.sum((~F.col("same")).cast("int")).alias("other")).first()
+    counts = {"recrawled": int(row["same"] or 0), "id_collisions": int(row["other"] or 0)}
+    collisions = None
+    if id_collision == "quarantine" and counts["id_collisions"]:
+        refused = seen.where(~F.col("same")).select("id")
+        collisions = docs.join(refused, "id", "left_semi")
+        docs = docs.join(refused, "id", "left_anti")
     old = cut_lineage(stored.join(docs.select("id"), "id", "left_anti").select(*docs.columns))
-    return docs.unionByName(old), old.count()
+    counts["existing_documents"] = old.count()
+    return Archive(docs.unionByName(old), docs, collisions, counts)
 
 
 def ensure_supersede_columns(spark: SparkSession, path: str) -> None:
