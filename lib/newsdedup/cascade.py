@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import incremental, prepare, runstate, stages
@@ -36,6 +36,11 @@ class CascadeResult:
     quarantine: DataFrame
 
 
+# Why a prepared document (one that has an id, url, source and date) is quarantined after all.
+ID_COLLISION = ("id_collision: this id is already stored with another canonical URL "
+                "(input.id_collision: quarantine)")
+
+
 def _quarantine(invalid: DataFrame, failed: DataFrame) -> DataFrame:
     """Rows that are not documents, with their reason and the whole record as JSON."""
     return (invalid.select(
@@ -43,16 +48,12 @@ def _quarantine(invalid: DataFrame, failed: DataFrame) -> DataFrame:
         F.to_json(F.struct(
             F.col("raw_id").alias("id"), F.col("raw_published_at").alias("published_at"),
             *[F.col(c).cast("string").alias(c) for c in TEXT_COLUMNS])).alias("record"))
-        .unionByName(failed.select(F.col("id").cast("string").alias("raw_id"),
-                                   F.col("prepare_error").alias("reason"),
-                                   F.to_json(F.struct("id", "url", "source", "published_at")).alias("record"))))
+        .unionByName(_refused(failed, F.col("prepare_error"))))
 
 
-def _collided(docs: DataFrame) -> DataFrame:
-    """Quarantine rows for documents refused because their id is stored under another article."""
-    return docs.select(F.col("id").cast("string").alias("raw_id"),
-                       F.lit("id_collision: this id is already stored with another canonical URL "
-                             "(input.id_collision: quarantine)").alias("reason"),
+def _refused(docs: DataFrame, reason: Column) -> DataFrame:
+    """Quarantine rows for prepared documents: their id, the reason, and who they are as JSON."""
+    return docs.select(F.col("id").cast("string").alias("raw_id"), reason.alias("reason"),
                        F.to_json(F.struct("id", "url", "source", "published_at")).alias("record"))
 
 
@@ -110,7 +111,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
     archive = incremental.with_stored(spark, new_docs, output, conf.input.id_collision)
     report.counts.update(archive.counts)
     if archive.collisions is not None:   # refused documents are quarantined, so every input row stays counted
-        quarantine = quarantine.unionByName(_collided(archive.collisions))
+        quarantine = quarantine.unionByName(_refused(archive.collisions, F.lit(ID_COLLISION)))
         report.counts["documents"] -= archive.counts["id_collisions"]
         report.counts["quarantined"] += archive.counts["id_collisions"]
     new_docs = archive.accepted

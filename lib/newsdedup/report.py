@@ -32,13 +32,9 @@ def new_run_id(now: datetime | None = None) -> str:
     return now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
-def _add_seconds(into: dict[str, float], name: str, seconds: float) -> None:
-    into[name] = round(into.get(name, 0.0) + seconds, 3)
-
-
 @dataclass
-class StepReport:
-    """One step's counters, timings and notes."""
+class _Tally:
+    """Counters, timings and notes, and the two ways they grow (shared by both reports)."""
 
     counts: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -50,15 +46,27 @@ class StepReport:
         try:
             return fn()
         finally:
-            _add_seconds(self.seconds, name, time.perf_counter() - t0)
+            self._add_seconds(name, time.perf_counter() - t0)
+
+    def add(self, other: "_Tally") -> None:
+        """other's counters win; seconds add up; notes append."""
+        self.counts.update(other.counts)
+        for k, v in other.seconds.items():
+            self._add_seconds(k, v)
+        self.notes.extend(other.notes)
+
+    def _add_seconds(self, name: str, seconds: float) -> None:
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
+
+
+@dataclass
+class StepReport(_Tally):
+    """One step's counters, timings and notes."""
 
     def merged(self, other: "StepReport") -> "StepReport":
-        """self followed by other (other's counters win; seconds add; notes append)."""
+        """A new report: self followed by other (see add)."""
         out = StepReport(dict(self.counts), dict(self.seconds), list(self.notes))
-        out.counts.update(other.counts)
-        for k, v in other.seconds.items():
-            _add_seconds(out.seconds, k, v)
-        out.notes.extend(other.notes)
+        out.add(other)
         return out
 
     def to_json(self) -> str:
@@ -71,28 +79,13 @@ class StepReport:
                    list(d["notes"]))
 
 
-@dataclass
-class RunReport:
-    """The whole run's report: every step's, in the order they ran, plus run-level counters."""
+@dataclass(kw_only=True)
+class RunReport(_Tally):
+    """The whole run's report: every step's (add), in the order they ran, plus run-level counters.
+
+    Its own timed() is for the job's steps that are not persisted (loading Postgres)."""
 
     run_id: str
-    counts: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def add(self, step: StepReport) -> None:
-        self.counts.update(step.counts)
-        for k, v in step.seconds.items():
-            _add_seconds(self.seconds, k, v)
-        self.notes.extend(step.notes)
-
-    def timed(self, name: str, fn: Callable[[], T]) -> T:
-        """For the job's own steps that are not persisted (loading Postgres)."""
-        t0 = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            _add_seconds(self.seconds, name, time.perf_counter() - t0)
 
     def table(self) -> str:
         rows: list[tuple[str, Any]] = [("run_id", self.run_id)] + [(k, str(v)) for k, v in self.counts.items()]
