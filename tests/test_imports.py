@@ -17,7 +17,7 @@ import pytest
 
 PACKAGE = "newsdedup.stages.simhash"
 ROOT = Path(__file__).resolve().parents[1] / "lib" / "newsdedup" / "stages" / "simhash"
-LAYERS = ("reference", "kernels", "keys", "candidates", "verify", "step")    # lowest first
+LAYERS = ("reference", "kernels", "keys", "candidates", "verify", "live", "step")    # lowest first
 
 
 def _absolute(module: str, node: ast.ImportFrom) -> str:

@@ -25,7 +25,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from newsdedup.stages.semantic.step import embedding_text
+from newsdedup.stages.semantic.embeddings import embedding_text
 
 LABELS = Path(__file__).resolve().parents[3] / "samples" / "stage4_labels"
 FIELDS = {"id": ("doc_id", "id", "article_id", "url_hash"), "title": ("title", "headline"),

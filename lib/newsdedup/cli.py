@@ -179,7 +179,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     conf = config.load_config(args.conf)
     if not args.pg and not args.output:
         raise UserError("check needs --pg DSN or --output DIR (whose embedded server to use)")
-    checker = check.Checker(conf, pg.resolve_dsn(conf, args.output, args.pg), insert=args.insert)
+    checker = check.Checker(conf, pg.resolve_dsn(conf, args.output, args.pg), insert=args.insert,
+                            batch_size=args.batch_size)
     for verdict in checker.check_batch(check.read_jsonl(args.input)):
         print(verdict.json(), flush=True)
     return 0
@@ -277,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pg", help="Postgres DSN (default: the embedded server of --output)")
     p.add_argument("--output", help="directory whose embedded server to use when --pg is not given")
     p.add_argument("--insert", action="store_true", help="also insert each article's document and link")
+    p.add_argument("--batch-size", type=int, default=256,
+                   help="articles looked up per round trip (default 256); verdicts stream out per batch")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("migrate-urls", help="rewrite a Postgres table's URLs to canonical form (dry run by default)")

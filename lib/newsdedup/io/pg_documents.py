@@ -1,9 +1,12 @@
-"""The seeds' Postgres schema: one `documents` table with every stage's keys and the vectors.
+"""The Postgres `documents` table: what every stage's live lookup reads (`newsdedup check`).
 
-`documents` holds what the per-article lookups of `newsdedup check` read: the
-URL and content hashes, the SimHash with its four bands, published_at and
-lang, and (when stage 4 runs) the embedding with its model_version under an
-HNSW cosine index. `duplicate_links` (io/pg.py) gets foreign keys to it and a
+`documents` holds, per document: the URL and content hashes (stages 1 and 2);
+stage 3's simhash_w, mh_bands and the columns stages.simhash.live computes
+(sim_buckets under a GIN index, the shingle set as bytes, numbers and names);
+published_at and lang; and, when stage 4 runs, the embedding with its
+model_version under an HNSW cosine index and the facts its evidence rule reads.
+The seed's simhash and band_<i> columns stay (nothing reads them any more; their
+indexes are dropped by the schema upgrade). `duplicate_links` (io/pg.py) gets foreign keys to it and a
 partial unique index: at most one active (not reverted, not superseded) link
 per duplicate.
 
@@ -26,32 +29,43 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from . import pg, store
-from ..stages.semantic.embeddings import ModelVersionMismatch
+from .input import order_date
+from ..stages.semantic.embeddings import ModelVersionMismatch, document_text
+from ..stages.semantic.live import facts_json
+from ..stages.simhash import live as simhash_live
 
 if TYPE_CHECKING:
     from ..config import Config
 
 KEY_COLUMNS = ("id", "url", "canonical_url", "url_hash", "content_hash", "simhash",
-               "band_0", "band_1", "band_2", "band_3", "published_at", "lang", "source", "title", "run_id")
+               "band_0", "band_1", "band_2", "band_3", "published_at", "lang", "source", "title", "run_id",
+               "simhash_w", "mh_bands")
+# Computed for Postgres by the stages' live modules (not in the Delta documents table).
+LIVE_COLUMNS = simhash_live.STORED + ("facts",)
 VECTOR_COLUMNS = ("model_version", "embedding")
-COLUMNS = KEY_COLUMNS + VECTOR_COLUMNS
+COLUMNS = KEY_COLUMNS + LIVE_COLUMNS + VECTOR_COLUMNS
 _TYPES = {"id": "bigint", "simhash": "bigint", "published_at": "timestamptz", "embedding": "vector",
-          **{f"band_{i}": "integer" for i in range(4)}}
+          **{f"band_{i}": "integer" for i in range(4)},
+          "simhash_w": "bigint", "mh_bands": "bigint[]", "sim_buckets": "bigint[]", "shingles": "bytea",
+          "nums": "text[]", "names": "text[]", "facts": "jsonb"}
 
 HNSW_INDEX = "documents_embedding_hnsw"
 # Built after a bulk load (CREATE INDEX over the filled table is much faster than row-wise upkeep).
 SECONDARY_INDEXES = {
     "documents_url_hash_key": "CREATE UNIQUE INDEX IF NOT EXISTS documents_url_hash_key ON documents (url_hash)",
     "documents_content_hash_idx": "CREATE INDEX IF NOT EXISTS documents_content_hash_idx ON documents (content_hash)",
-    **{f"documents_band_{i}_idx": f"CREATE INDEX IF NOT EXISTS documents_band_{i}_idx ON documents (band_{i})"
-       for i in range(4)},
+    "documents_sim_buckets_gin": "CREATE INDEX IF NOT EXISTS documents_sim_buckets_gin ON documents "
+                                 "USING gin (sim_buckets)",
     "documents_published_at_idx": "CREATE INDEX IF NOT EXISTS documents_published_at_idx ON documents (published_at)",
 }
+OLD_INDEXES = tuple(f"documents_band_{i}_idx" for i in range(4))
 HNSW_SQL = f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON documents USING hnsw (embedding vector_cosine_ops)"
 
 ACTIVE = "reverted_at IS NULL AND superseded_at IS NULL"
@@ -95,6 +109,8 @@ def schema_sql() -> str:
         pg.guarded(_missing_index("documents_staging_load_idx"),
                  "CREATE INDEX documents_staging_load_idx ON documents_staging (load_id)"),
         *[pg.guarded(_missing_index(name), ddl) for name, ddl in SECONDARY_INDEXES.items()],
+        # The seed's band indexes served the old stage-3 lookup; nothing reads them now.
+        *[pg.guarded(f"to_regclass('{name}') IS NOT NULL", f"DROP INDEX {name}") for name in OLD_INDEXES],
     ])
 
 
@@ -217,9 +233,45 @@ def url_hash_of_group_first(docs: DataFrame) -> DataFrame:
     return docs.withColumn("url_hash", F.when(F.col("url_hash").isNotNull() & first, F.col("url_hash")))
 
 
-def rows_from_delta(spark: SparkSession, output: str, model_version: str | None) -> tuple[DataFrame, int | None]:
-    """The documents Delta table (with vectors of model_version when given) as COLUMNS; and the vector dim."""
-    docs = url_hash_of_group_first(store.read(spark, output, "documents")).select(*KEY_COLUMNS)
+def with_live_columns(docs: DataFrame, conf: "Config", facts: bool) -> DataFrame:
+    """docs (KEY_COLUMNS plus body and fact_date) with LIVE_COLUMNS added and body, fact_date dropped.
+
+    One Arrow pass per partition: stage 3's columns from stages.simhash.live.stored_batch, and
+    (facts) stage 4's facts of each document's text and order date, as the batch computes them."""
+    stage3, schema3 = simhash_live.stored_batch(conf)
+    in_schema = docs.select(*KEY_COLUMNS).schema
+    out_schema = T.StructType([*in_schema.fields, *[T.StructField(f.name, _SPARK_TYPES[f.name]) for f in schema3
+                                                     if f.name != "id"], T.StructField("facts", T.StringType())])
+    sem = conf.semantic
+
+    def run(batches):
+        for batch in batches:
+            added = stage3(batch)
+            cols = {name: batch.column(name) for name in KEY_COLUMNS}
+            cols.update({name: added.column(name) for name in simhash_live.STORED})
+            if facts:
+                texts = [document_text(t, b, sem.max_chars) for t, b in
+                         zip(batch.column("title").to_pylist(), batch.column("body").to_pylist())]
+                cols["facts"] = pa.array([facts_json(t, d, sem.evidence) if t else None for t, d in
+                                          zip(texts, batch.column("fact_date").to_pylist())], pa.string())
+            else:
+                cols["facts"] = pa.nulls(batch.num_rows, pa.string())
+            yield pa.RecordBatch.from_pydict(cols)
+
+    return docs.select(*KEY_COLUMNS, "body", "fact_date").mapInArrow(run, out_schema)
+
+
+_SPARK_TYPES = {"sim_buckets": T.ArrayType(T.LongType()), "shingles": T.BinaryType(),
+                "nums": T.ArrayType(T.StringType()), "names": T.ArrayType(T.StringType())}
+
+
+def rows_from_delta(spark: SparkSession, output: str, conf: "Config",
+                    model_version: str | None) -> tuple[DataFrame, int | None]:
+    """The documents Delta table as COLUMNS, with the live lookups' columns (and the vectors of
+    model_version when given); and the vector dim."""
+    stored = store.read(spark, output, "documents")
+    docs = url_hash_of_group_first(stored).select(*KEY_COLUMNS, "body", order_date().alias("fact_date"))
+    docs = with_live_columns(docs, conf, facts=model_version is not None)
     emb_path = store.table_path(output, "embeddings")
     dim = None
     if model_version is not None and store.exists(spark, emb_path):
@@ -243,7 +295,7 @@ def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", 
         from ..stages.semantic.embeddings import resolve
 
         version = resolve(conf.semantic, with_thresholds=False).version
-    rows, dim = rows_from_delta(spark, output, version)
+    rows, dim = rows_from_delta(spark, output, conf, version)
     counts = load_documents(rows, dsn, load_id, dim)
     with pg.connect(dsn) as conn:
         counts["vectors"] = conn.execute("SELECT count(*) FROM documents WHERE embedding IS NOT NULL").fetchone()[0]

@@ -20,14 +20,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 # The contract every stage module imports (base.py imports none of them).
-from .base import ExactKeyStage, Stage, StageContext, StageResult
+from .base import STAGE_NAMES, ExactKeyStage, LiveLookup, Stage, StageContext, StageResult
 
 if TYPE_CHECKING:
     from ..config import Config
-
-# The values of duplicate_links.stage, in cascade order (cheapest first).
-STAGE_NAMES = ("url", "content", "simhash", "semantic")
-
 
 def build(conf: "Config") -> list[Stage]:
     """The stages that run, in order, from the configuration."""
@@ -43,4 +39,10 @@ def build(conf: "Config") -> list[Stage]:
     return stages
 
 
-__all__ = ["STAGE_NAMES", "ExactKeyStage", "Stage", "StageContext", "StageResult", "build"]
+def lookups(conf: "Config") -> list[LiveLookup]:
+    """The live lookups of the stages that run, in cascade order (what `newsdedup check` runs)."""
+    return [stage.lookup(conf) for stage in build(conf)]
+
+
+__all__ = ["STAGE_NAMES", "ExactKeyStage", "LiveLookup", "Stage", "StageContext", "StageResult", "build",
+           "lookups"]

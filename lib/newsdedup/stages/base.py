@@ -7,7 +7,8 @@ imports nothing of the stages, so every stage module can import it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,6 +47,152 @@ class Stage(Protocol):
 
     def run(self, ctx: StageContext, unresolved: "DataFrame") -> StageResult: ...
 
+    def lookup(self, conf: "Config") -> "LiveLookup": ...     # the same rule, one article at a time
+
+
+# ---------------------------------------------------------------- the live lookup
+
+# Cascade order, cheapest first: the values of duplicate_links.stage.
+STAGE_NAMES = ("url", "content", "simhash", "semantic")
+# Where an unknown date sorts: after every real one (clustering.order_key says the same in Spark).
+FAR_FUTURE = datetime(9999, 12, 31)
+
+
+def order_of(published_at: datetime | None, doc_id: int) -> tuple:
+    """The canonical order of one document (earliest published_at, unknown last, then lowest id),
+    as clustering.order_key orders rows in Spark. Naive UTC, so stored and incoming dates compare."""
+    if published_at is None:
+        return (FAR_FUTURE, int(doc_id))
+    if published_at.tzinfo is not None:
+        published_at = published_at.astimezone(timezone.utc).replace(tzinfo=None)
+    return (published_at, int(doc_id))
+
+
+@dataclass
+class Probe:
+    """One article being looked up: prepare's columns for it (`keys`, the batch job's values), its
+    canonical order, and what each lookup computed for it on the way (`extra`, by stage name)."""
+
+    keys: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> int:
+        return int(self.keys["id"])
+
+    @property
+    def order(self) -> tuple:
+        return order_of(self.keys.get("published_at"), self.id)
+
+
+@dataclass(frozen=True)
+class LiveHit:
+    """A probe's verdict at one stage: the canonical the batch would link it to, and the score."""
+
+    canonical_id: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A stored document a lookup found, with its active link (if any) as Postgres holds it."""
+
+    id: int
+    order: tuple
+    link_stage: str | None = None
+    link_canonical: int | None = None
+    link_canonical_order: tuple | None = None
+
+
+def canonical_at(stage: str, doc: Stored) -> tuple[int, tuple] | None:
+    """(canonical id, its order) that a stored document stands for at `stage`, as the batch sees it.
+
+    A document an earlier stage suppressed never reaches `stage` (None); one linked at `stage`
+    itself stands for its canonical; any other reaches `stage` as its own canonical.
+    """
+    here = STAGE_NAMES.index(stage)
+    rank = STAGE_NAMES.index(doc.link_stage) if doc.link_stage in STAGE_NAMES else len(STAGE_NAMES)
+    if rank < here:
+        return None
+    if rank == here and doc.link_canonical is not None:
+        return doc.link_canonical, doc.link_canonical_order or order_of(None, doc.link_canonical)
+    return doc.id, doc.order
+
+
+def active_link_columns(alias: str = "d") -> str:
+    """SQL select list for a stored document's active link and its canonical's date (see `stored_of`)."""
+    return "l.stage, l.canonical_id, c.published_at"
+
+
+def active_link_joins(alias: str = "d") -> str:
+    return (f"LEFT JOIN duplicate_links l ON l.duplicate_id = {alias}.id AND l.reverted_at IS NULL "
+            f"AND l.superseded_at IS NULL LEFT JOIN documents c ON c.id = l.canonical_id")
+
+
+def stored_of(doc_id: int, published_at: datetime | None, link_stage: str | None, link_canonical: int | None,
+              canonical_published_at: datetime | None) -> Stored:
+    return Stored(int(doc_id), order_of(published_at, doc_id), link_stage, link_canonical,
+                  order_of(canonical_published_at, link_canonical) if link_canonical is not None else None)
+
+
+class LiveLookup(Protocol):
+    """A stage's live lookup: what its batch step would link each probe to, given Postgres and the
+    articles checked before it in the same batch.
+
+    `find` gets the probes that reached this stage, in input order, and returns a hit for those it
+    links. `memory()` is the state of one batch: the probes that reached the stage earlier, with
+    their canonical at this stage; `find` adds each probe it sees to it. `stored_columns` are the
+    stage's Postgres columns for a probe (written by --insert)."""
+
+    name: str
+
+    def memory(self) -> Any: ...
+
+    def find(self, conn, probes: Sequence[Probe], memory: Any) -> dict[int, LiveHit]: ...
+
+    def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]: ...
+
+
+class ExactKeyLookup:
+    """The live lookup of an exact-key stage: stored documents and earlier probes with the same key.
+
+    The canonical is the earliest document the key's group holds at this stage (earlier
+    stages' duplicates left out, this stage's duplicates standing for their canonical): the
+    batch's exact_groups rule. Score 1.0."""
+
+    def __init__(self, name: str, key: str):
+        self.name, self.key = name, key
+        self.sql = (f"SELECT d.{key}, d.id, d.published_at, {active_link_columns()} FROM documents d "
+                    f"{active_link_joins()} WHERE d.{key} = ANY(%(keys)s)")
+
+    def memory(self) -> dict[str, tuple[int, tuple]]:
+        return {}       # key -> (canonical id, order) among the batch's earlier probes
+
+    def find(self, conn, probes: Sequence[Probe], memory: dict) -> dict[int, LiveHit]:
+        keys = sorted({p.keys[self.key] for p in probes if p.keys.get(self.key)})
+        stored: dict[str, list[tuple[int, tuple]]] = {}
+        if keys:
+            for key, *row in conn.execute(self.sql, {"keys": keys}):
+                found = canonical_at(self.name, stored_of(*row))
+                if found is not None:
+                    stored.setdefault(key, []).append(found)
+        hits: dict[int, LiveHit] = {}
+        for p in probes:
+            key = p.keys.get(self.key)
+            if not key:
+                continue
+            options = [c for c in (*stored.get(key, ()), memory.get(key)) if c is not None and c[0] != p.id]
+            best = min(options, key=lambda c: c[1]) if options else None
+            if best is not None:
+                hits[p.id] = LiveHit(best[0], 1.0)
+            mine = best if best is not None else (p.id, p.order)
+            if key not in memory or mine[1] < memory[key][1]:
+                memory[key] = mine
+        return hits
+
+    def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]:
+        return [{} for _ in probes]     # the key column is among prepare's columns already
+
 
 class ExactKeyStage:
     """A stage that groups documents by one exact key column (stages 1 and 2)."""
@@ -61,3 +208,6 @@ class ExactKeyStage:
         from ..clustering import exact_groups
 
         return StageResult(exact_groups(unresolved, self.key, self.name))
+
+    def lookup(self, conf: "Config") -> ExactKeyLookup:
+        return ExactKeyLookup(self.name, self.key)

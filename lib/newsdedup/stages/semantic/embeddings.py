@@ -610,3 +610,22 @@ def embedding_dim(model) -> int:
     st = model.st if isinstance(model, Encoder) else model
     getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
     return int(getter())
+
+
+# ---------------------------------------------------------------- the text a document is embedded from
+
+JAVA_SPACE = " \t\n\x0b\f\r"   # what Java's \s (the regex in step._blank_to_null) strips
+
+
+def embedding_text(title: str | None, body: str | None, max_chars: int) -> str:
+    """The text one article is embedded from: title, newline, body, each trimmed, cut to max_chars."""
+    parts = [p.strip(JAVA_SPACE) for p in (title, body) if p is not None]
+    return "\n".join(p for p in parts if p)[: int(max_chars)]
+
+
+def document_text(title: str | None, body: str | None, max_chars: int) -> str:
+    """What step.with_text gives one document: embedding_text, or '' when the body is blank (a page
+    without body is never embedded on its headline alone)."""
+    if body is None or not body.strip(JAVA_SPACE):
+        return ""
+    return embedding_text(title, body, max_chars)

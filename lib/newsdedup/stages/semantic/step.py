@@ -29,6 +29,7 @@ from ..base import StageResult
 from . import embeddings as emb
 from . import evidence
 from . import search
+from .live import SemanticLookup
 
 if TYPE_CHECKING:
     from ...config import EvidenceConfig, SemanticConfig
@@ -74,21 +75,13 @@ def write_refusals(spark: SparkSession, output: str, refused: DataFrame, run_id:
 # ---------------------------------------------------------------- text and embedding
 
 def _blank_to_null(c: Column) -> Column:
+    # emb.document_text is the same rule in plain Python (Java's \s: emb.JAVA_SPACE).
     stripped = F.regexp_replace(c, r"^\s+|\s+$", "")
     return F.when(stripped != "", stripped)
 
 
-_JAVA_SPACE = " \t\n\x0b\f\r"   # what Java's \s (the regex in _blank_to_null) strips
-
-
-def embedding_text(title: str | None, body: str | None, max_chars: int) -> str:
-    """The text one article is embedded from, in plain Python: what with_text computes in Spark."""
-    parts = [p.strip(_JAVA_SPACE) for p in (title, body) if p is not None]
-    return "\n".join(p for p in parts if p)[: int(max_chars)]
-
-
 def with_text(docs: DataFrame, max_chars: int) -> DataFrame:
-    """Adds text (title, newline, body; trimmed, cut to max_chars) and text_hash.
+    """Adds text (title, newline, body; trimmed, cut to max_chars) and text_hash: emb.document_text in Spark.
 
     text is '' when the body is blank: like stages 2-3, a page without body (two
     "Live updates" shells) must not collapse into one on its title alone.
@@ -212,6 +205,9 @@ class SemanticStage:
 
     name = "semantic"
     columns: tuple[str, ...] = ()     # the text comes from ctx.archive
+
+    def lookup(self, conf) -> "SemanticLookup":
+        return SemanticLookup(conf)
 
     def run(self, ctx, unresolved: DataFrame) -> StageResult:
         spark, report = ctx.spark, StepReport()

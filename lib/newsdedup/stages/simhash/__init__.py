@@ -9,7 +9,7 @@ What stage 3 does
    language's set_features / set_ngram: word 3-shingles for every language today),
    hashed to 32 bits, kept distinct and sorted. From that set come a set SimHash
    (`simhash_w`) and MinHash band hashes (`mh_bands`). The older seed fingerprint (`simhash`, with `n_features`
-   and `band_<i>`) is still computed, bit-identical, for `newsdedup check`.
+   and `band_<i>`) is still computed, bit-identical; nothing reads it any more.
 2. Candidates (Spark): two documents of the same language are a candidate pair
    when their simhash_w agree on the key bits of one Manku table (so they may be
    within max_hamming bits) or when they share a MinHash band (so their Jaccard
@@ -37,16 +37,20 @@ Module map (each module imports only modules above it; tests/test_imports.py che
                  simhash_w and MinHash bands, split buckets, per-language expressions.
 - verify.py      verification (Spark + compiled set intersections): pair features,
                  measures, per-language thresholds.
+- live.py        `SimhashLookup`, the same candidate rule, verification and canonical rule for
+                 articles checked against Postgres (`newsdedup check`), and the stage's
+                 Postgres columns (sim_buckets, shingles, nums, names).
 - step.py        `SimhashStage`, the cascade's stage (`run(ctx, unresolved) -> StageResult`),
                  and its report counters.
 
 reference imports no other module of the package, kernels only reference; neither imports
-Spark. keys, candidates, verify and step import pyspark at their top (no function-level
+Spark. keys, candidates, verify, live and step import pyspark at their top (no function-level
 imports anywhere in the package). Importing this package itself is cheap:
 its names below are loaded on first use (`__getattr__`), so `import
 newsdedup.stages.simhash` pulls in neither Spark nor numba.
 
-Stored columns (the documents Delta table; simhash and band_<i> also in Postgres)
+Stored columns (the documents Delta table; Postgres holds simhash_w and mh_bands too, with
+the live lookup's own columns: live.py)
 -----------------------------------------------------------------------------------
 Their names and values are fixed (bit-identical from release to release).
 
@@ -54,14 +58,13 @@ Their names and values are fixed (bit-identical from release to release).
               occurrence of the language's `features` / `ngram` (English word 3-shingles,
               Bangla character 4-grams; a repeated feature votes once per occurrence),
               `reference.seed_simhash`. Null without a body or with fewer than the language's
-              min_features distinct features. Stage 3 does not bucket on it; `newsdedup
-              check` looks neighbours up on it (Postgres).
+              min_features distinct features. Neither stage 3 nor `newsdedup check` reads it
+              any more (kept, bit-identical, for the tables and tools that have it).
 - n_features  int. Distinct seed features of the text (`reference.distinct_count`); 0 without
               a body.
 - band_<i>    int, i = 0 .. simhash.bands - 1. Bits [w i, w i + w) of simhash, w = 64 / bands
               (16), as an unsigned value (`reference.bands`, cut in Spark by
-              `SimhashKeys.spark_columns`); null where simhash is. Postgres indexes them for
-              `check`.
+              `SimhashKeys.spark_columns`); null where simhash is.
 - simhash_w   bigint. The set SimHash stage 3 buckets on (Manku tables): each distinct 32-bit
               hash of the language's `set_features` / `set_ngram` (word 3-shingles) votes once
               (`reference.set_simhash`). Null where simhash is, or when the set is empty. Unlike

@@ -9,6 +9,7 @@ from ...clustering import cluster_sizes, cut_lineage, links_from_edges, order_ke
 from ..base import StageResult
 from .candidates import MINHASH, TABLES, candidate_pairs
 from .keys import STAGE_COLUMNS
+from .live import SimhashLookup
 from .verify import pair_features, similarity, verified
 
 
@@ -18,6 +19,9 @@ class SimhashStage:
 
     name = "simhash"
     columns = STAGE_COLUMNS           # what run() reads from the unresolved rows
+
+    def lookup(self, conf) -> SimhashLookup:
+        return SimhashLookup(conf)
 
     def run(self, ctx, unresolved: DataFrame) -> StageResult:
         sim_conf = ctx.conf.simhash

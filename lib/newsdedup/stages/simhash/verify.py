@@ -14,11 +14,15 @@ The thresholds are per language (conf simhash.languages).
   sorted sets (`intersection_sizes`); Spark's array_intersect on the same sets
   cost six times as much, most of stage 3's verification.
 - `verified`: the pairs that pass their language's thresholds.
+- `Features`, `pair_measures`, `passes`: the same measures and thresholds for pairs held in
+  Python (the live lookup, live.py): `measures` itself does the arithmetic, so a pair scores
+  the same in both paths to the last bit.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -198,3 +202,66 @@ def verified(scored: DataFrame, sim_conf: "SimhashConfig") -> DataFrame:
     consistent = (F.coalesce(F.col("numbers") >= at("numbers_overlap"), F.lit(True))
                   & F.coalesce(F.col("names") >= at("names_overlap"), F.lit(True)))
     return scored.where(similar & consistent)
+
+
+def _passes(value: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """value >= at where value is known; NaN (no evidence either way) passes, as in `verified`."""
+    return np.isnan(value) | (value >= at)
+
+
+# ---------------------------------------------------------------- the same, for pairs held in Python
+
+@dataclass(frozen=True)
+class Features:
+    """One document's verification features: what `PairFeatures` computes for a row."""
+
+    shingles: np.ndarray        # sorted distinct shingle hashes, int32 (uint32 order)
+    nums: tuple[str, ...]
+    names: tuple[str, ...]
+
+    def shingle_bytes(self) -> bytes:
+        """The compact stored form (Postgres documents.shingles): little-endian int32."""
+        return self.shingles.astype("<i4").tobytes()
+
+    @staticmethod
+    def from_stored(shingles: bytes | None, nums, names) -> "Features":
+        values = np.frombuffer(shingles, dtype="<i4").astype(np.int32) if shingles else np.empty(0, np.int32)
+        return Features(values, tuple(nums or ()), tuple(names or ()))
+
+
+def features_of(features: PairFeatures, ids: Sequence[int], langs: Sequence[str | None],
+                titles: Sequence[str | None], bodies: Sequence[str | None]) -> list[Features]:
+    """`PairFeatures.batch` over documents held in Python, one Features per document."""
+    out = features.batch(pa.RecordBatch.from_pydict(
+        {"id": pa.array(list(ids), pa.int64()), "lang": pa.array(list(langs), pa.string()),
+         "title": pa.array(list(titles), pa.string()), "body": pa.array(list(bodies), pa.string())}))
+    shingles = out.column("shingles")
+    offsets, values = shingles.offsets.to_numpy(), shingles.values.to_numpy(zero_copy_only=False)
+    nums, names = out.column("nums").to_pylist(), out.column("names").to_pylist()
+    return [Features(values[offsets[i]:offsets[i + 1]].astype(np.int32), tuple(nums[i]), tuple(names[i]))
+            for i in range(len(ids))]
+
+
+def pair_measures(left: Sequence[Features], right: Sequence[Features]) -> dict[str, np.ndarray]:
+    """jaccard, containment, numbers and names (NaN where `similarity` has null) of each pair
+    (left[i], right[i]), computed by `measures`."""
+    ints, strings = pa.list_(pa.int32()), pa.list_(pa.string())
+    batch = pa.RecordBatch.from_pydict({
+        "l_shingles": pa.array([f.shingles for f in left], ints),
+        "r_shingles": pa.array([f.shingles for f in right], ints),
+        "l_nums": pa.array([list(f.nums) for f in left], strings),
+        "r_nums": pa.array([list(f.nums) for f in right], strings),
+        "l_names": pa.array([list(f.names) for f in left], strings),
+        "r_names": pa.array([list(f.names) for f in right], strings)})
+    return {k: v.to_numpy(zero_copy_only=False).astype(np.float64) for k, v in measures(batch).items()}
+
+
+def passes(langs: Sequence[str | None], m: dict[str, np.ndarray], sim_conf: "SimhashConfig") -> np.ndarray:
+    """Which pairs `verified` keeps: the same thresholds for measures held in numpy."""
+    specs = [sim_conf.language(lang) for lang in langs]
+
+    def at(name: str) -> np.ndarray:
+        return np.array([getattr(s, name) for s in specs], np.float64)
+
+    similar = (m["jaccard"] >= at("jaccard")) | (m["containment"] >= at("containment"))
+    return similar & _passes(m["numbers"], at("numbers_overlap")) & _passes(m["names"], at("names_overlap"))

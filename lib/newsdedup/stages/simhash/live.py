@@ -1,0 +1,247 @@
+"""Stage 3's live lookup: the batch step's candidate rule, verification and canonical rule, for
+articles checked against Postgres (`newsdedup check`) instead of a Spark join.
+
+What Postgres holds for stage 3 (documents columns, written by the documents COPY path from
+`stored_columns`, and by `check --insert` from the same function):
+- simhash_w, mh_bands: prepare's stored keys (the package docstring);
+- sim_buckets bigint[] under a GIN index: one code per Manku table of simhash_w and one per
+  MinHash band (`bucket_codes`): two documents share a code exactly when the batch puts them in
+  one bucket (up to a 64-bit hash collision, which the candidate rule below removes again);
+- shingles bytea (the sorted shingle set as little-endian int32), nums text[], names text[]:
+  what verification reads (verify.Features), computed by verify.PairFeatures as in the batch.
+
+A probe's candidates are the stored documents (and the batch's earlier probes) of its language
+that share a code with it and that the batch would pair: simhash_w within the language's
+max_hamming bits (the tables), or the same value at the same MinHash band index. Each candidate
+is verified with verify.measures and verify.passes, the batch's own arithmetic and thresholds.
+Of the verified candidates, those an earlier stage suppressed drop out, one linked at stage 3
+stands for its canonical, and the probe links to the earliest canonical it reaches, scored by
+its Jaccard with that canonical: a batch run holding both links the probe to its component's
+earliest member, scored against it.
+
+Where the two paths can still differ (docs/operations.md, "Live lookups"): the batch splits
+buckets over simhash.max_band_bucket into chunks and flags their documents, the lookup compares
+with every member; a probe earlier than the canonical it reaches would become the canonical in
+a batch run, the lookup links it to the stored canonical (stored links are never rewritten live).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from hashlib import blake2b
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..base import LiveHit, Probe, active_link_columns, active_link_joins, canonical_at, stored_of
+from .candidates import MINHASH, TABLES, table_masks
+from .reference import hamming, mix64
+from .verify import Features, PairFeatures, features_of, pair_measures, passes
+
+if TYPE_CHECKING:
+    from ...config import Config, SimhashConfig
+
+NAME = "simhash"
+# The stage's own Postgres columns besides prepare's simhash_w and mh_bands (io/pg_documents.py types them).
+STORED = ("sim_buckets", "shingles", "nums", "names")
+
+
+# ---------------------------------------------------------------- bucket codes (pure)
+
+def _salt(lang: str, found_by: int, slot: int) -> int:
+    """A fixed 64-bit value per (language, search, table or band): codes of different buckets differ."""
+    return int.from_bytes(blake2b(f"{lang}\x1f{found_by}\x1f{slot}".encode(), digest_size=8).digest(), "little")
+
+
+@lru_cache(maxsize=64)
+def _layout(lang: str, blocks: int, max_hamming: int, n_bands: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(table masks, table salts, band salts) as uint64 arrays for one language."""
+    masks = np.array([m & (2 ** 64 - 1) for m in table_masks(blocks, max_hamming)], np.uint64)
+    tables = np.array([_salt(lang, TABLES, t) for t in range(len(masks))], np.uint64)
+    bands = np.array([_salt(lang, MINHASH, b) for b in range(n_bands)], np.uint64)
+    return masks, tables, bands
+
+
+def bucket_codes(lang: str | None, simhash_w: int | None, mh_bands: Sequence[int] | None,
+                 sim_conf: "SimhashConfig") -> list[int]:
+    """The codes of the batch buckets one document falls in: one per Manku table of its
+    language (the table's key bits of simhash_w) and one per MinHash band. Empty without
+    simhash_w (the batch leaves such documents out of stage 3 too)."""
+    if simhash_w is None:
+        return []
+    spec = sim_conf.language(lang)
+    name = lang if lang is not None else "default"     # candidates._exploded: a null lang is "default"
+    bands = list(mh_bands or ())
+    masks, table_salts, band_salts = _layout(name, spec.blocks, spec.max_hamming, len(bands))
+    fp = np.uint64(int(simhash_w) & (2 ** 64 - 1))
+    codes = mix64((masks & fp) ^ table_salts)
+    if bands:
+        values = np.array([int(b) & (2 ** 64 - 1) for b in bands], np.uint64)
+        codes = np.concatenate((codes, mix64(values ^ band_salts)))
+    return codes.view(np.int64).tolist()
+
+
+def batch_pairs(lang_a: str | None, fp_a: int, bands_a: Sequence[int] | None,
+                lang_b: str | None, fp_b: int, bands_b: Sequence[int] | None, sim_conf: "SimhashConfig") -> bool:
+    """Whether the batch makes these two documents a candidate pair: same language, and simhash_w
+    within max_hamming bits or one MinHash band equal at the same index."""
+    if lang_a != lang_b:
+        return False
+    if hamming(fp_a, fp_b) <= sim_conf.language(lang_a).max_hamming:
+        return True
+    return any(x == y for x, y in zip(bands_a or (), bands_b or ()))
+
+
+def stored_values(features: Features, codes: list[int]) -> dict[str, Any]:
+    """One document's STORED columns as Postgres takes them."""
+    return {"sim_buckets": codes, "shingles": features.shingle_bytes(), "nums": list(features.nums),
+            "names": list(features.names)}
+
+
+def stored_batch(conf: "Config"):
+    """A function from an Arrow batch (id, lang, title, body, simhash_w, mh_bands) to one of
+    (id, sim_buckets, shingles, nums, names): the STORED columns, for the documents COPY path."""
+    pair_features, sim_conf = PairFeatures(conf), conf.simhash
+    schema = pa.schema([("id", pa.int64()), ("sim_buckets", pa.list_(pa.int64())), ("shingles", pa.binary()),
+                        ("nums", pa.list_(pa.string())), ("names", pa.list_(pa.string()))])
+
+    def run(batch: pa.RecordBatch) -> pa.RecordBatch:
+        cols = {c: batch.column(c).to_pylist() for c in ("id", "lang", "title", "body", "simhash_w", "mh_bands")}
+        feats = features_of(pair_features, cols["id"], cols["lang"], cols["title"], cols["body"])
+        rows = [stored_values(f, bucket_codes(lang, fp, bands, sim_conf)) if fp is not None else None
+                for f, lang, fp, bands in zip(feats, cols["lang"], cols["simhash_w"], cols["mh_bands"])]
+        return pa.RecordBatch.from_pydict({
+            "id": cols["id"],
+            **{c: [r[c] if r is not None else None for r in rows] for c in STORED}}, schema=schema)
+
+    return run, schema
+
+
+# ---------------------------------------------------------------- the lookup
+
+CANDIDATES_SQL = f"""
+SELECT s.i, d.id, d.published_at, {active_link_columns()}, d.lang, d.simhash_w, d.mh_bands,
+       d.shingles, d.nums, d.names
+FROM unnest(%(ids)s::bigint[], %(langs)s::text[], %(lo)s::int[], %(hi)s::int[]) WITH ORDINALITY
+     AS s(pid, lang, lo, hi, i)
+CROSS JOIN LATERAL (
+    SELECT x.id, x.published_at, x.lang, x.simhash_w, x.mh_bands, x.shingles, x.nums, x.names
+    FROM documents x
+    WHERE x.sim_buckets && (%(codes)s::bigint[])[s.lo:s.hi] AND x.lang IS NOT DISTINCT FROM s.lang
+      AND x.id <> s.pid) d
+{active_link_joins()}
+"""
+FEATURES_SQL = "SELECT id, shingles, nums, names FROM documents WHERE id = ANY(%(ids)s)"
+
+
+@dataclass
+class _Seen:
+    """A document the lookup compared: enough to pair it, verify it and follow it to its canonical."""
+
+    id: int
+    lang: str | None
+    fp: int
+    bands: list[int] | None
+    features: Features
+    canonical: tuple[int, tuple] | None     # (id, order) it stands for at stage 3; None: suppressed earlier
+
+
+@dataclass
+class Memory:
+    """The batch's earlier probes that reached stage 3, found by bucket code."""
+
+    by_code: dict[int, list[_Seen]] = field(default_factory=dict)
+    features: dict[int, Features] = field(default_factory=dict)    # every probe's, for scoring
+
+
+class SimhashLookup:
+    name = NAME
+
+    def __init__(self, conf: "Config"):
+        self.sim_conf = conf.simhash
+        self.pair_features = PairFeatures(conf)
+
+    def memory(self) -> Memory:
+        return Memory()
+
+    def _prepared(self, probes: Sequence[Probe]) -> None:
+        """Features and bucket codes of each probe (kept in probe.extra: --insert stores them)."""
+        todo = [p for p in probes if NAME not in p.extra]
+        if not todo:
+            return
+        feats = features_of(self.pair_features, [p.id for p in todo], [p.keys.get("lang") for p in todo],
+                            [p.keys.get("title") for p in todo], [p.keys.get("body") for p in todo])
+        for p, f in zip(todo, feats):
+            k = p.keys
+            p.extra[NAME] = (f, bucket_codes(k.get("lang"), k.get("simhash_w"), k.get("mh_bands"), self.sim_conf))
+
+    def _stored_candidates(self, conn, probes: list[Probe]) -> dict[int, list[_Seen]]:
+        """Per probe index: the stored documents that share a bucket code with it."""
+        codes, lo, hi = [], [], []
+        for p in probes:
+            lo.append(len(codes) + 1)
+            codes.extend(p.extra[NAME][1])
+            hi.append(len(codes))
+        rows = conn.execute(CANDIDATES_SQL, {"ids": [p.id for p in probes], "langs": [p.keys.get("lang") for p in probes],
+                                             "lo": lo, "hi": hi, "codes": codes})
+        out: dict[int, list[_Seen]] = {}
+        for i, doc_id, published, l_stage, l_canon, c_published, lang, fp, bands, shingles, nums, names in rows:
+            if fp is None:
+                continue
+            stored = stored_of(doc_id, published, l_stage, l_canon, c_published)
+            out.setdefault(i - 1, []).append(_Seen(doc_id, lang, fp, bands, Features.from_stored(shingles, nums, names),
+                                                   canonical_at(NAME, stored)))
+        return out
+
+    def find(self, conn, probes: Sequence[Probe], memory: Memory) -> dict[int, LiveHit]:
+        todo = [p for p in probes if p.keys.get("simhash_w") is not None]
+        self._prepared(todo)
+        stored = self._stored_candidates(conn, todo) if todo else {}
+        known: dict[int, Features] = {}           # features of every document a canonical may be
+        chosen: dict[int, tuple[Probe, int]] = {}
+        for i, p in enumerate(todo):
+            k, (feats, codes) = p.keys, p.extra[NAME]
+            seen = {s.id: s for s in stored.get(i, ())}
+            for code in codes:
+                for s in memory.by_code.get(code, ()):
+                    seen.setdefault(s.id, s)
+            pairs = [s for s in seen.values() if s.id != p.id and s.canonical is not None and batch_pairs(
+                k.get("lang"), k["simhash_w"], k.get("mh_bands"), s.lang, s.fp, s.bands, self.sim_conf)]
+            for s in pairs:
+                known[s.id] = s.features
+            best = None
+            if pairs:
+                ok = passes([k.get("lang")] * len(pairs), pair_measures([feats] * len(pairs),
+                                                                        [s.features for s in pairs]), self.sim_conf)
+                reached = [s.canonical for s, good in zip(pairs, ok) if good and s.canonical[0] != p.id]
+                best = min(reached, key=lambda c: c[1]) if reached else None
+            if best is not None:
+                chosen[p.id] = (p, best[0])
+            mine = _Seen(p.id, k.get("lang"), k["simhash_w"], k.get("mh_bands"), feats,
+                         best if best is not None else (p.id, p.order))
+            memory.features[p.id] = feats
+            for code in codes:
+                memory.by_code.setdefault(code, []).append(mine)
+        return self._scored(conn, chosen, {**known, **memory.features})
+
+    def _scored(self, conn, chosen: dict[int, tuple[Probe, int]], known: dict[int, Features]) -> dict[int, LiveHit]:
+        """Each chosen link scored by the probe's Jaccard with its canonical (fetching canonicals
+        that were not among the candidates: members link to them, the probe need not)."""
+        missing = sorted({c for _, c in chosen.values() if c not in known})
+        if missing:
+            for doc_id, shingles, nums, names in conn.execute(FEATURES_SQL, {"ids": missing}):
+                known[doc_id] = Features.from_stored(shingles, nums, names)
+        chosen = {pid: (p, c) for pid, (p, c) in chosen.items() if c in known}
+        if not chosen:
+            return {}
+        probes, canon = zip(*chosen.values())
+        jaccard = pair_measures([p.extra[NAME][0] for p in probes], [known[c] for c in canon])["jaccard"]
+        return {p.id: LiveHit(c, float(j)) for p, c, j in zip(probes, canon, jaccard)}
+
+    def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]:
+        with_keys = [p for p in probes if p.keys.get("simhash_w") is not None]
+        self._prepared(with_keys)
+        return [stored_values(*p.extra[NAME]) if p.keys.get("simhash_w") is not None
+                else dict.fromkeys(STORED) for p in probes]
