@@ -181,8 +181,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UserError("check needs --pg DSN or --output DIR (whose embedded server to use)")
     checker = check.Checker(conf, pg.resolve_dsn(conf, args.output, args.pg), insert=args.insert,
                             batch_size=args.batch_size)
-    for verdict in checker.check_batch(check.read_jsonl(args.input)):
-        print(verdict.json(), flush=True)
+    with checker:
+        for verdict in checker.check_batch(check.read_jsonl(args.input)):
+            print(verdict.json(), flush=True)
     return 0
 
 

@@ -15,6 +15,7 @@ raises is recomputed row by row.
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -25,7 +26,7 @@ from pyspark.sql import types as T
 
 from .io.input import TEXT_COLUMNS
 from .stages.content import ContentKeys
-from .stages.simhash import SimhashKeys
+from .stages.simhash import SimhashKeys, bands
 from .stages.url import UrlKeys
 
 if TYPE_CHECKING:
@@ -127,18 +128,17 @@ class Keys:
 
 
 class Preparer:
-    """One document at a time, for live lookups and tools (`newsdedup check`): the same stage
-    functions as the batch pass, with the hashes and bands the batch pass computes in Spark."""
+    """Documents held in Python, for live lookups and tools (`newsdedup check`): the same stage
+    batch functions as the Spark pass (one compiled kernel call per list), with the hashes and
+    bands the Spark pass computes in Spark."""
 
     def __init__(self, conf: "Config"):
         self.url = UrlKeys(conf.url)
         self.content = ContentKeys(conf.content, conf.input.max_text_chars)
         self.simhash = SimhashKeys(conf.simhash)
 
-    def row(self, r: dict[str, Any]) -> dict[str, Any]:
-        """r: the input columns (text as str or raw bytes), published_at as a datetime or None."""
-        flags: list[str] = []
-
+    @staticmethod
+    def _decoded(r: dict[str, Any], flags: list[str]) -> dict[str, str | None]:
         def text(name: str, repair=_replace_invalid) -> str | None:
             value = r.get(name)
             if value is None or isinstance(value, str):
@@ -149,19 +149,45 @@ class Preparer:
                 flags.append(f"invalid_utf8:{name}")
                 return repair(bytes(value))
 
-        url, title, body = text("url", percent_escape_invalid_utf8), text("title"), text("body")
-        html, source, lang_hint = text("html"), text("source"), text("lang")
-        out: dict[str, Any] = {"id": int(r["id"]), "published_at": r.get("published_at"), "source": source,
-                               "url": url, "title": title, "flags": flags}
-        if out["published_at"] is None:
-            raw_ts = str(r.get("raw_published_at") or "").strip()
-            flags.append(f"unparseable_published_at:{raw_ts[:64]}" if raw_ts else "no_published_at")
-        out.update(self.url.columns(url, source))
-        content = self.content.columns(title, body, html, lang_hint, flags)
-        key, has_body = content.pop("key"), content.pop("has_body")
-        out.update(content)
-        out.update(self.simhash.columns(key, out["lang"], has_body))
+        return {"url": text("url", percent_escape_invalid_utf8), "title": text("title"), "body": text("body"),
+                "html": text("html"), "source": text("source"), "lang": text("lang")}
+
+    def rows(self, rs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """rs: the input columns (text as str or raw bytes), published_at as a datetime or None.
+        Each result holds prepare's columns, plus content_key (the normalised text stages 3 and
+        4 start from; not stored)."""
+        flags: list[list[str]] = [[] for _ in rs]
+        texts = [self._decoded(r, fl) for r, fl in zip(rs, flags)]
+        for r, fl in zip(rs, flags):
+            if r.get("published_at") is None:
+                raw_ts = str(r.get("raw_published_at") or "").strip()
+                fl.append(f"unparseable_published_at:{raw_ts[:64]}" if raw_ts else "no_published_at")
+        urls = self.url.batch([t["url"] for t in texts], [t["source"] for t in texts])
+        content = self.content.batch([t["title"] for t in texts], [t["body"] for t in texts],
+                                     [t["html"] for t in texts], [t["lang"] for t in texts], flags)
+        sim = self.simhash.batch(content["key"], content["lang"], content["has_body"])
+        n_bands = self.simhash.conf.bands
+        out = []
+        for i, (r, t) in enumerate(zip(rs, texts)):
+            fp = int(sim["simhash"][i]) if sim["simhash_valid"][i] else None
+            key = urls["url_key"][i]
+            row: dict[str, Any] = {
+                "id": int(r["id"]), "published_at": r.get("published_at"), "source": t["source"], "url": t["url"],
+                "title": t["title"], "flags": flags[i], "canonical_url": urls["canonical_url"][i],
+                "url_hash": hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest() if key is not None else None,
+                "url_error": urls["url_error"][i], "body": content["body_from_html"][i] or t["body"],
+                **{c: content[c][i] for c in ("content_hash", "text_chars", "lang", "lang_detected")},
+                "content_key": content["key"][i], "simhash": fp, "n_features": int(sim["n_features"][i]),
+                "simhash_w": int(sim["simhash_w"][i]) if sim["simhash_w_valid"][i] else None,
+                "mh_bands": sim["mh_bands"][i]}
+            for b, value in enumerate(bands(fp, n_bands) if fp is not None else [None] * n_bands):
+                row[f"band_{b}"] = value
+            out.append(row)
         return out
+
+    def row(self, r: dict[str, Any]) -> dict[str, Any]:
+        """One document: `rows` of one."""
+        return self.rows([r])[0]
 
 
 def _arrow(name: str, kind: str, values: Any, out: dict[str, Any]) -> pa.Array:

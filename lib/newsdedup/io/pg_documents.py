@@ -161,9 +161,10 @@ def _insert_sql(upsert: bool) -> sql.Composed:
     if not upsert:
         return sql.SQL(text).format(cols=cols)
     keys = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
-                              for c in KEY_COLUMNS if c != "id")
-    # A load without a vector for a document keeps the vector an earlier load gave it.
-    vec = sql.SQL("model_version = COALESCE(EXCLUDED.model_version, documents.model_version), "
+                              for c in (*KEY_COLUMNS, *simhash_live.STORED) if c != "id")
+    # A load without a vector (or facts: stage 4 off) for a document keeps what an earlier load gave it.
+    vec = sql.SQL("facts = COALESCE(EXCLUDED.facts, documents.facts), "
+                  "model_version = COALESCE(EXCLUDED.model_version, documents.model_version), "
                   "embedding = CASE WHEN EXCLUDED.embedding IS NULL THEN documents.embedding "
                   "ELSE EXCLUDED.embedding END")
     return sql.SQL(text + " ON CONFLICT (id) DO UPDATE SET {keys}, {vec}").format(cols=cols, keys=keys, vec=vec)

@@ -81,11 +81,12 @@ class Checker:
         self.run_id = run_id or "check-" + datetime.now().strftime("%Y%m%dT%H%M%S")
         self.preparer = Preparer(conf)
         self.lookups = stages.lookups(conf)
+        self._conn: psycopg.Connection | None = None
         pg_documents.ensure_schema(dsn)
 
-    def keys(self, article: Mapping[str, Any]) -> dict[str, Any]:
-        """Every stage's keys for one article (the same per-row functions as the batch job)."""
-        if article.get("id") is None:
+    def _input_row(self, article: Mapping[str, Any]) -> dict[str, Any]:
+        """An article as prepare's input row; a UserError when it is not one."""
+        if not isinstance(article, Mapping) or article.get("id") is None:
             raise UserError(f"article without an id: {json.dumps(article, default=str)[:200]}")
         row: dict[str, Any] = {c: (v.encode("utf-8") if isinstance(v := article.get(c), str) else v)
                                for c in TEXT_FIELDS}
@@ -94,7 +95,11 @@ class Checker:
         except ValueError:
             row["published_at"], row["raw_published_at"] = None, article.get("published_at")
         row["id"] = int(article["id"])
-        return self.preparer.row(row)
+        return row
+
+    def keys(self, article: Mapping[str, Any]) -> dict[str, Any]:
+        """Every stage's keys for one article (the same functions as the batch job)."""
+        return self.preparer.rows([self._input_row(article)])[0]
 
     def _verdicts(self, conn, probes: Sequence[Probe], memories: list) -> list[Verdict]:
         """Each lookup in cascade order over the probes no earlier one linked."""
@@ -136,20 +141,22 @@ class Checker:
         everything commits once at the end."""
         memories = [lookup.memory() for lookup in self.lookups]
         it = iter(articles)
-        with pg.connect(self.dsn) as conn:
+        conn = self._connection()
+        with conn.transaction():     # left by an exception: this call's inserts are rolled back
             while True:
                 chunk, failure = [], None
                 try:
                     chunk.extend(islice(it, self.batch_size))
                 except UserError as exc:   # a bad input line: the articles before it are still answered
                     failure = exc
-                probes = []
+                rows = []
                 for article in chunk:
                     try:
-                        probes.append(Probe(self.keys(article)))
+                        rows.append(self._input_row(article))
                     except UserError as exc:   # not an article: the same, from this one on
                         failure = exc
                         break
+                probes = [Probe(keys) for keys in self.preparer.rows(rows)] if rows else []
                 if probes:
                     verdicts = self._verdicts(conn, probes, memories)
                     if self.insert:
@@ -159,6 +166,24 @@ class Checker:
                     raise failure      # leaving the connection's block rolls back this call's inserts
                 if len(chunk) < self.batch_size:
                     return
+
+    def _connection(self) -> psycopg.Connection:
+        """One connection per Checker, opened on first use and kept: a single lookup must not
+        pay for a connection (several ms) each time."""
+        if self._conn is None or self._conn.closed:
+            self._conn = pg.connect(self.dsn, autocommit=True)   # each call is its own transaction
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "Checker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def check_many(self, articles: Iterable[Mapping[str, Any]]) -> list[Verdict]:
         """The Python API's bulk form: every article's verdict, in input order."""

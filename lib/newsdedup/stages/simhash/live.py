@@ -171,8 +171,10 @@ class SimhashLookup:
         todo = [p for p in probes if NAME not in p.extra]
         if not todo:
             return
+        keys = [p.keys.get("content_key") for p in todo]
         feats = features_of(self.pair_features, [p.id for p in todo], [p.keys.get("lang") for p in todo],
-                            [p.keys.get("title") for p in todo], [p.keys.get("body") for p in todo])
+                            [p.keys.get("title") for p in todo], [p.keys.get("body") for p in todo],
+                            keys if all(k is not None for k in keys) else None)
         for p, f in zip(todo, feats):
             k = p.keys
             p.extra[NAME] = (f, bucket_codes(k.get("lang"), k.get("simhash_w"), k.get("mh_bands"), self.sim_conf))
@@ -199,32 +201,53 @@ class SimhashLookup:
         todo = [p for p in probes if p.keys.get("simhash_w") is not None]
         self._prepared(todo)
         stored = self._stored_candidates(conn, todo) if todo else {}
-        known: dict[int, Features] = {}           # features of every document a canonical may be
-        chosen: dict[int, tuple[Probe, int]] = {}
+        # 1. Each probe's candidate pairs: stored documents, and probes before it (earlier calls'
+        #    from memory, this call's as they come). A probe's canonical is not known yet here.
+        here: list[_Seen] = []
+        pairs: list[tuple[int, _Seen | int]] = []          # (probe index, stored/remembered doc or probe index)
+        local: dict[int, list[int]] = {}
         for i, p in enumerate(todo):
             k, (feats, codes) = p.keys, p.extra[NAME]
-            seen = {s.id: s for s in stored.get(i, ())}
+            seen: dict[int, _Seen | int] = {s.id: s for s in stored.get(i, ())}
             for code in codes:
                 for s in memory.by_code.get(code, ()):
                     seen.setdefault(s.id, s)
-            pairs = [s for s in seen.values() if s.id != p.id and s.canonical is not None and batch_pairs(
-                k.get("lang"), k["simhash_w"], k.get("mh_bands"), s.lang, s.fp, s.bands, self.sim_conf)]
-            for s in pairs:
-                known[s.id] = s.features
-            best = None
-            if pairs:
-                ok = passes([k.get("lang")] * len(pairs), pair_measures([feats] * len(pairs),
-                                                                        [s.features for s in pairs]), self.sim_conf)
-                reached = [s.canonical for s, good in zip(pairs, ok) if good and s.canonical[0] != p.id]
-                best = min(reached, key=lambda c: c[1]) if reached else None
+                for j in local.get(code, ()):
+                    seen.setdefault(todo[j].id, j)
+            for other in seen.values():
+                o = here[other] if isinstance(other, int) else other
+                if o.id != p.id and (isinstance(other, int) or o.canonical is not None) and batch_pairs(
+                        k.get("lang"), k["simhash_w"], k.get("mh_bands"), o.lang, o.fp, o.bands, self.sim_conf):
+                    pairs.append((i, other))
+            here.append(_Seen(p.id, k.get("lang"), k["simhash_w"], k.get("mh_bands"), feats, None))
+            for code in codes:
+                local.setdefault(code, []).append(i)
+        # 2. Every pair verified at once, with the batch's measures and thresholds.
+        ok = np.zeros(0, bool)
+        if pairs:
+            right = [here[o].features if isinstance(o, int) else o.features for _, o in pairs]
+            ok = passes([todo[i].keys.get("lang") for i, _ in pairs],
+                        pair_measures([todo[i].extra[NAME][0] for i, _ in pairs], right), self.sim_conf)
+        # 3. In input order, each probe links to the earliest canonical its verified pairs reach.
+        reached: dict[int, list[tuple[int, tuple]]] = {}
+        known: dict[int, Features] = dict(memory.features)
+        for (i, other), good in zip(pairs, ok):
+            if good:
+                reached.setdefault(i, []).append(other)
+            if not isinstance(other, int):
+                known[other.id] = other.features
+        chosen: dict[int, tuple[Probe, int]] = {}
+        for i, p in enumerate(todo):
+            options = [here[o].canonical if isinstance(o, int) else o.canonical for o in reached.get(i, ())]
+            options = [c for c in options if c[0] != p.id]
+            best = min(options, key=lambda c: c[1]) if options else None
             if best is not None:
                 chosen[p.id] = (p, best[0])
-            mine = _Seen(p.id, k.get("lang"), k["simhash_w"], k.get("mh_bands"), feats,
-                         best if best is not None else (p.id, p.order))
-            memory.features[p.id] = feats
-            for code in codes:
-                memory.by_code.setdefault(code, []).append(mine)
-        return self._scored(conn, chosen, {**known, **memory.features})
+            here[i].canonical = best if best is not None else (p.id, p.order)
+            known[p.id] = memory.features[p.id] = here[i].features
+            for code in p.extra[NAME][1]:
+                memory.by_code.setdefault(code, []).append(here[i])
+        return self._scored(conn, chosen, known)
 
     def _scored(self, conn, chosen: dict[int, tuple[Probe, int]], known: dict[int, Features]) -> dict[int, LiveHit]:
         """Each chosen link scored by the probe's Jaccard with its canonical (fetching canonicals

@@ -67,11 +67,16 @@ class PairFeatures:
         langs = docs.column("lang").to_pylist()
         keys = self.content.batch(docs.column("title").to_pylist(), docs.column("body").to_pylist(), [None] * n,
                                   langs, [[] for _ in range(n)])["key"]
+        return self.of_keys(docs.column("id"), keys, langs)
+
+    def of_keys(self, ids: pa.Array, keys: list[str], langs: list[str | None]) -> pa.RecordBatch:
+        """The features from content keys already computed (prepare's key of a live article is the
+        one `batch` computes again from its stored title and body)."""
         offsets, shingles = shingle_sets([k.casefold() for k in keys], *self.set_features(langs))
         shingle_lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
         strings = pa.list_(pa.string())
         return pa.RecordBatch.from_arrays(
-            [docs.column("id"), shingle_lists, pa.array([numbers_of(k) for k in keys], strings),
+            [ids, shingle_lists, pa.array([numbers_of(k) for k in keys], strings),
              pa.array([names_of(k) for k in keys], strings)], names=["id", "shingles", "nums", "names"])
 
 
@@ -230,11 +235,16 @@ class Features:
 
 
 def features_of(features: PairFeatures, ids: Sequence[int], langs: Sequence[str | None],
-                titles: Sequence[str | None], bodies: Sequence[str | None]) -> list[Features]:
-    """`PairFeatures.batch` over documents held in Python, one Features per document."""
-    out = features.batch(pa.RecordBatch.from_pydict(
-        {"id": pa.array(list(ids), pa.int64()), "lang": pa.array(list(langs), pa.string()),
-         "title": pa.array(list(titles), pa.string()), "body": pa.array(list(bodies), pa.string())}))
+                titles: Sequence[str | None], bodies: Sequence[str | None],
+                keys: Sequence[str] | None = None) -> list[Features]:
+    """`PairFeatures.batch` over documents held in Python (or `of_keys`, given their content keys),
+    one Features per document."""
+    if keys is None:
+        out = features.batch(pa.RecordBatch.from_pydict(
+            {"id": pa.array(list(ids), pa.int64()), "lang": pa.array(list(langs), pa.string()),
+             "title": pa.array(list(titles), pa.string()), "body": pa.array(list(bodies), pa.string())}))
+    else:
+        out = features.of_keys(pa.array(list(ids), pa.int64()), list(keys), list(langs))
     shingles = out.column("shingles")
     offsets, values = shingles.offsets.to_numpy(), shingles.values.to_numpy(zero_copy_only=False)
     nums, names = out.column("nums").to_pylist(), out.column("names").to_pylist()
