@@ -217,9 +217,18 @@ def url_hash_of_group_first(docs: DataFrame) -> DataFrame:
     return docs.withColumn("url_hash", F.when(F.col("url_hash").isNotNull() & first, F.col("url_hash")))
 
 
-def rows_from_delta(spark: SparkSession, output: str, model_version: str | None) -> tuple[DataFrame, int | None]:
-    """The documents Delta table (with vectors of model_version when given) as COLUMNS; and the vector dim."""
-    docs = url_hash_of_group_first(store.read(spark, output, "documents")).select(*KEY_COLUMNS)
+def rows_from_delta(spark: SparkSession, output: str, model_version: str | None,
+                    ids: DataFrame | None = None) -> tuple[DataFrame, int | None]:
+    """The documents Delta table (with vectors of model_version when given) as COLUMNS; and the vector dim.
+
+    ids: only these documents, and the others of their url_hash groups (url_hash_of_group_first
+    needs the whole group: a newcomer older than the group's first takes url_hash from it)."""
+    stored = store.read(spark, output, "documents")
+    if ids is not None:
+        mine = stored.join(ids.select("id"), "id", "left_semi")
+        groups = mine.where(F.col("url_hash").isNotNull()).select("url_hash").distinct()
+        stored = mine.unionByName(stored.join(groups, "url_hash", "left_semi").select(*stored.columns)).distinct()
+    docs = url_hash_of_group_first(stored).select(*KEY_COLUMNS)
     emb_path = store.table_path(output, "embeddings")
     dim = None
     if model_version is not None and store.exists(spark, emb_path):
@@ -236,14 +245,17 @@ def rows_from_delta(spark: SparkSession, output: str, model_version: str | None)
     return docs.withColumn("embedding", text).select(*COLUMNS), dim
 
 
-def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str) -> dict[str, Any]:
-    """Load <output>/documents (and the vectors of the configured model) into Postgres documents."""
+def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str,
+                    ids: DataFrame | None = None) -> dict[str, Any]:
+    """Load <output>/documents (and the vectors of the configured model) into Postgres documents.
+
+    ids: load only these documents (and their url_hash groups, rows_from_delta); None: all."""
     version = None
     if conf.semantic.enabled:
         from ..stages.semantic.embeddings import resolve
 
         version = resolve(conf.semantic, with_thresholds=False).version
-    rows, dim = rows_from_delta(spark, output, version)
+    rows, dim = rows_from_delta(spark, output, version, ids)
     counts = load_documents(rows, dsn, load_id, dim)
     with pg.connect(dsn) as conn:
         counts["vectors"] = conn.execute("SELECT count(*) FROM documents WHERE embedding IS NOT NULL").fetchone()[0]
