@@ -95,6 +95,28 @@ def read_bd(path: str | Path, min_chars: int = 600) -> list[Article]:
     return out
 
 
+# Articles of these days are held out of every corpus built here.
+CLIR_HELD_OUT = ("2025-12-29", "2025-12-30")
+
+
+def read_clir(path: str | Path, min_chars: int = 600) -> list[Article]:
+    """The bn_clir_mh articles.jsonl (doc_id, lang, source, title, body, date, url, ...), held-out days
+    skipped; the source is the category (the file has none)."""
+    out = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        r = json.loads(line) if line.strip() else {}
+        text, title = (r.get("body") or "").strip(), (r.get("title") or "").strip()
+        if len(text) < min_chars or not title or str(r.get("date") or "").startswith(CLIR_HELD_OUT):
+            continue
+        lang = r.get("lang") or language_of(text)
+        paras = [p.strip() for p in text.split("\n") if p.strip()]
+        if len(paras) < 2:   # no breaks: three sentences a paragraph, as read_bd
+            sentences = [x for x in (_BN_SENT if lang == "bn" else _EN_SENT).split(text) if x.strip()]
+            paras = [" ".join(sentences[i:i + 3]) for i in range(0, len(sentences), 3)]
+        out.append(Article(title, paras, lang, r.get("source") or "news", r.get("source") or "clir"))
+    return out
+
+
 # --------------------------------------------------------------------------- edits
 
 def light_word_edits(text: str, rng: random.Random, share: float = 0.04) -> str:
@@ -286,11 +308,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m newsdedup_lab.realtext", description=__doc__.split("\n")[0])
     p.add_argument("--bbc", help="BBC News dataset directory (<category>/<nnn>.txt)")
     p.add_argument("--bd", help="Bangladesh News Articles JSON (articles.json)")
+    p.add_argument("--clir", help="bn_clir_mh articles.jsonl (held-out days skipped)")
     p.add_argument("--out", default="out/realtext")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--max-per-language", type=int, default=700, help="origins per language (0: all)")
     args = p.parse_args(argv)
-    arts = (read_bbc(args.bbc) if args.bbc else []) + (read_bd(args.bd) if args.bd else [])
+    arts = (read_bbc(args.bbc) if args.bbc else []) + (read_bd(args.bd) if args.bd else []) + \
+        (read_clir(args.clir) if args.clir else [])
     if args.max_per_language:
         rng, kept = random.Random(args.seed), []
         for lang in sorted({a.lang for a in arts}):
