@@ -70,8 +70,9 @@ the new version, so their pairs are not searched; rerun the archive
 archive runs the cascade over the whole archive as before (the benchmark's
 baseline, and a way to converge).
 
-Work: each closure round scans the stored keys (no text) once; the stages,
-the link diff and the documents MERGE see only A and the slice.
+Work: the closure reads the stored keys (no text) once and keeps them, with
+their bucket rows, for its rounds; the stages, the link diff and the documents
+MERGE see only A and the slice.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
 from delta.tables import DeltaTable
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -184,12 +186,14 @@ def key_neighbours(docs: DataFrame, frontier: DataFrame, key: str, n_frontier: i
     return docs.join(_small(values, n_frontier), key, "left_semi").select("id")
 
 
-def bucket_neighbours(docs: DataFrame, frontier: DataFrame, sim_conf: "SimhashConfig", n_frontier: int) -> DataFrame:
-    """ids of docs that share a stage-3 bucket with a frontier document: a MinHash band, or a Manku table
-    within the language's max_hamming bits (what candidate_pairs can pair; not yet verified)."""
+def bucket_neighbours(buckets: DataFrame, frontier: DataFrame, sim_conf: "SimhashConfig",
+                      n_frontier: int) -> DataFrame:
+    """ids of the documents of `buckets` (bucket_rows of the archive) that share a stage-3 bucket with
+    a frontier document: a MinHash band, or a Manku table within the language's max_hamming bits
+    (what candidate_pairs can pair; not yet verified)."""
     mine = bucket_rows(frontier, sim_conf).select("bucket", F.col("fp").alias("f_fp"))
     # 35 rows per document with the default tables and bands: two longs each.
-    rows = bucket_rows(docs, sim_conf).join(_small(mine, n_frontier, limit=50_000), "bucket")
+    rows = buckets.join(_small(mine, n_frontier, limit=50_000), "bucket")
     close = F.bit_count(F.col("fp").bitwiseXOR(F.col("f_fp"))) <= _max_hamming(sim_conf)
     return rows.where((F.col("found_by") == MINHASH) | close).select("id")
 
@@ -219,15 +223,21 @@ def closure(docs: DataFrame, seeds: DataFrame, sim_conf: "SimhashConfig", links:
     """
     affected = cut_lineage(seeds.select("id").distinct())
     frontier, sizes = affected, [affected.count()]
+    # The stored side, read once and kept for every round (rounds are many and mostly small): the
+    # keys, and the bucket rows without the columns the join does not read.
+    keys = docs.select("id", "url_hash", "content_hash", "lang", "simhash_w", "mh_bands").persist(
+        StorageLevel.MEMORY_AND_DISK)
+    buckets = bucket_rows(keys, sim_conf).select("bucket", "found_by", "lang_code", "fp", "id").persist(
+        StorageLevel.MEMORY_AND_DISK)
     while sizes[-1]:
         n = sizes[-1]
-        rows = docs.join(_small(frontier, n), "id", "left_semi")
-        found = [key_neighbours(docs, rows, "url_hash", n), key_neighbours(docs, rows, "content_hash", n),
-                 bucket_neighbours(docs, rows, sim_conf, n)]
+        rows = keys.join(_small(frontier, n), "id", "left_semi")
+        found = [key_neighbours(keys, rows, "url_hash", n), key_neighbours(keys, rows, "content_hash", n),
+                 bucket_neighbours(buckets, rows, sim_conf, n)]
         if links is not None:
             found.append(link_neighbours(links, frontier, n))
         if near is not None:
-            found.append(near(rows))
+            found.append(near(docs.join(_small(frontier, n), "id", "left_semi")))
         union = found[0]
         for more in found[1:]:
             union = union.unionByName(more)
@@ -235,6 +245,8 @@ def closure(docs: DataFrame, seeds: DataFrame, sim_conf: "SimhashConfig", links:
         sizes.append(frontier.count())
         if sizes[-1]:
             affected = cut_lineage(affected.unionByName(frontier))
+    keys.unpersist()
+    buckets.unpersist()
     if len(sizes) > 1:
         sizes.pop()   # the round that added nothing
     return affected, sizes
