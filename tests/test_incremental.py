@@ -51,7 +51,6 @@ def test_three_slices_end_with_the_active_links_of_one_run(runs, spark):
 def test_a_slice_reruns_only_the_documents_it_can_change(runs):
     """The cascade, the link diff and the Postgres load see the slice's closure, not the archive."""
     _, _, _, full, reports, _ = runs
-    print({k: [r.counts.get(k) for r in reports] for k in reports[-1].counts if k.startswith(("incremental", "links", "postgres.doc", "postgres.st", "existing", "documents", "unique"))})
     for r in reports[1:]:
         archive = r.counts["documents"] + r.counts["existing_documents"]
         assert r.counts["incremental.slice_documents"] == r.counts["documents"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 CLIR = Path(os.environ.get("NEWSDEDUP_CLIR", "/work/data/bn_clir_mh/articles.jsonl"))
@@ -25,6 +27,15 @@ def test_real_text_in_three_slices_ends_with_the_links_of_one_run(spark, conf, t
     arts = realtext.read_clir(CLIR)
     picked = [a for lang in ("bn", "en") for a in [x for x in arts if x.lang == lang][:ORIGINS]]
     docs, _, _ = realtext.write(tmp_path / "corpus", picked)
+    # realtext's copies are all stage-3 edits: add exact ones for stages 1 and 2, a day earlier or
+    # later than their original (so that a later slice may bring the older copy).
+    table = pd.read_parquet(docs)
+    copies = table.iloc[::15].copy()
+    copies["id"] = table["id"].max() + 1 + np.arange(len(copies))
+    same_text = np.arange(len(copies)) % 2 == 1
+    copies.loc[same_text, "url"] = [f"https://copies.example/{i}" for i in copies.loc[same_text, "id"]]
+    copies["published_at"] += pd.to_timedelta(np.where(np.arange(len(copies)) % 3 == 0, -1, 1), unit="D")
+    pd.concat([table, copies]).astype({"published_at": "datetime64[us, UTC]"}).to_parquet(docs)
     result = compare(spark, conf, docs, tmp_path / "work", k=3)
     print(result)
     assert min(result["stages"].values()) > 0          # every stage links something
