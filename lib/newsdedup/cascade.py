@@ -191,8 +191,7 @@ def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Co
         def near(frontier: DataFrame) -> DataFrame:
             rows = frontier.select("id", order_date().alias("published_at"), "lang", "title", "body")
             return near_ids(spark, conf, rows, dates, output)
-    affected, sizes = incremental.closure(archive.documents, archive.accepted.select("id"), conf.simhash,
-                                          links, near)
+    affected, sizes = incremental.closure(archive.documents, archive.accepted.select("id"), conf, links, near)
     counts = {"incremental.rounds": len(sizes) - 1, "incremental.slice_documents": sizes[0],
               **{f"incremental.round_{i}": n for i, n in enumerate(sizes[1:], start=1)}}
     rows = incremental.restrict(archive.documents, affected, sum(sizes))
