@@ -276,6 +276,21 @@ def _scan(sim_conf: "SimhashConfig", with_tables: bool):
     return run
 
 
+def bucket_rows(docs: DataFrame, sim_conf: "SimhashConfig",
+                found_by: tuple[int, ...] = (TABLES, MINHASH)) -> DataFrame:
+    """One row per (document, table) and (document, MinHash band): bucket (one long), found_by, slot,
+    lang_code, fp, id. Two documents are a candidate only if they share a bucket (and, in a table,
+    are within max_hamming bits): incremental.py follows the same rows from a slice into the archive."""
+    langs = language_codes(sim_conf)
+    lang_code = F.lit(0)
+    for i, name in enumerate(langs[1:], start=1):
+        lang_code = F.when(F.col("lang") == name, F.lit(i)).otherwise(lang_code)
+    return _exploded(docs, sim_conf, found_by).select(
+        F.xxhash64("lang", "found_by", "slot", "value").alias("bucket"),
+        F.col("found_by").cast("int").alias("found_by"), F.col("slot").cast("int").alias("slot"),
+        lang_code.cast("int").alias("lang_code"), "fp", "id")
+
+
 def candidate_pairs(docs: DataFrame, sim_conf: "SimhashConfig",
                     found_by: tuple[int, ...] = (TABLES, MINHASH)) -> tuple[DataFrame, DataFrame]:
     """(pairs a < b with lang, found_by, distance; ids of documents in split buckets with their found_by).
@@ -288,13 +303,7 @@ def candidate_pairs(docs: DataFrame, sim_conf: "SimhashConfig",
 
     found_by: which searches run (the MinHash-only baseline of the benchmark runs MINHASH alone)."""
     langs = language_codes(sim_conf)
-    rows = _exploded(docs, sim_conf, found_by)
-    lang_code = F.lit(0)
-    for i, name in enumerate(langs[1:], start=1):
-        lang_code = F.when(F.col("lang") == name, F.lit(i)).otherwise(lang_code)
-    rows = rows.select(F.xxhash64("lang", "found_by", "slot", "value").alias("bucket"),
-                       F.col("found_by").cast("int").alias("found_by"), F.col("slot").cast("int").alias("slot"),
-                       lang_code.cast("int").alias("lang_code"), "fp", "id")
+    rows = bucket_rows(docs, sim_conf, found_by)
     scanned = cut_lineage(rows.repartition("bucket").sortWithinPartitions("bucket", "found_by", "slot", "fp", "id")
                           .mapInArrow(_scan(sim_conf, TABLES in found_by), PAIR_SCHEMA))
     lang = F.element_at(F.array(*[F.lit(name) for name in langs]), F.col("lang_code") + 1)
