@@ -189,6 +189,8 @@ def lookups(conf: "Config", dsn: str, incoming: list[dict], batch_size: int) -> 
     with pg.connect(dsn) as conn:      # a rerun against the same server starts from the loaded state
         conn.execute("DELETE FROM duplicate_links WHERE run_id = 'bench-insert'")
         conn.execute("DELETE FROM documents WHERE run_id = 'bench-insert'")
+    with pg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE documents")
     load_before = os.getloadavg()
     timed_single(Checker(conf, dsn), incoming[:200], "warm-up")     # page cache, numba, plans
     single = timed_single(Checker(conf, dsn), incoming, "single article per call, lookup only")

@@ -109,9 +109,11 @@ def nearest(dsn: str, query_vector: Sequence[float], model_version: str) -> list
 
 
 def seed_query_plan(dsn: str, query_vector: Sequence[float]) -> str:
-    """EXPLAIN of SEED_QUERY with sequential scans discouraged (shows whether the HNSW index can serve it)."""
+    """EXPLAIN of SEED_QUERY with sequential and bitmap scans discouraged (shows whether the HNSW index
+    can serve it: on a tiny table a bitmap scan of published_at plus a sort costs less)."""
     with pg.connect(dsn) as conn:
         conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_bitmapscan = off")
         conn.execute(f"PREPARE seed_query(vector) AS {SEED_QUERY}")
         rows = conn.execute(_execute("EXPLAIN EXECUTE", query_vector)).fetchall()
         return "\n".join(r[0] for r in rows)
