@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import pg, pg_documents
-from ..stages.semantic.embeddings import ModelVersionMismatch, require_same_version
+from ..stages.semantic.embeddings import ModelVersionMismatch, require_same_version, vector_literal
 
 DOCUMENT_COLUMNS = ("id", "published_at", "lang", "source", "title", "canonical_url", "model_version", "embedding")
 INDEX_NAME = pg_documents.HNSW_INDEX
@@ -32,11 +32,6 @@ INSERT INTO documents ({cols})
 SELECT DISTINCT ON (id) {cols} FROM documents_staging WHERE load_id = %(load_id)s ORDER BY id
 ON CONFLICT (id) DO UPDATE SET {updates}
 """
-
-
-def vector_literal(values: Sequence[float]) -> str:
-    """pgvector's text form: [0.1,0.2,...]."""
-    return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
 def ensure_schema(dsn: str, dim: int) -> None:

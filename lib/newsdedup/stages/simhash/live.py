@@ -27,6 +27,7 @@ a batch run, the lookup links it to the stored canonical (stored links are never
 
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass, field
 from functools import lru_cache
 from hashlib import blake2b
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..base import LiveHit, Probe, active_link_columns, active_link_joins, canonical_at, stored_of
+from ..base import ACTIVE_LINK_COLUMNS, ACTIVE_LINK_JOINS, LiveHit, Probe, canonical_at, stored_of
 from .candidates import MINHASH, TABLES, table_masks
 from .reference import hamming, mix64
 from .verify import Features, PairFeatures, features_of, pair_measures, passes
@@ -122,7 +123,7 @@ def stored_batch(conf: "Config"):
 # ---------------------------------------------------------------- the lookup
 
 CANDIDATES_SQL = f"""
-SELECT s.i, d.id, d.published_at, {active_link_columns()}, d.lang, d.simhash_w, d.mh_bands,
+SELECT s.i, d.id, d.published_at, {ACTIVE_LINK_COLUMNS}, d.lang, d.simhash_w, d.mh_bands,
        d.shingles, d.nums, d.names
 FROM unnest(%(ids)s::bigint[], %(langs)s::text[], %(lo)s::int[], %(hi)s::int[]) WITH ORDINALITY
      AS s(pid, lang, lo, hi, i)
@@ -131,7 +132,7 @@ CROSS JOIN LATERAL (
     FROM documents x
     WHERE x.sim_buckets && (%(codes)s::bigint[])[s.lo:s.hi] AND x.lang IS NOT DISTINCT FROM s.lang
       AND x.id <> s.pid) d
-{active_link_joins()}
+{ACTIVE_LINK_JOINS}
 """
 FEATURES_SQL = "SELECT id, shingles, nums, names FROM documents WHERE id = ANY(%(ids)s)"
 
@@ -230,7 +231,8 @@ class SimhashLookup:
                         pair_measures([todo[i].extra[NAME][0] for i, _ in pairs], right), self.sim_conf)
         # 3. In input order, each probe links to the earliest canonical its verified pairs reach.
         reached: dict[int, list[tuple[int, tuple]]] = {}
-        known: dict[int, Features] = dict(memory.features)
+        # The batch's own features are read through, not copied: memory grows with the whole call.
+        known: ChainMap[int, Features] = ChainMap({}, memory.features)
         for (i, other), good in zip(pairs, ok):
             if good:
                 reached.setdefault(i, []).append(other)
@@ -244,12 +246,13 @@ class SimhashLookup:
             if best is not None:
                 chosen[p.id] = (p, best[0])
             here[i].canonical = best if best is not None else (p.id, p.order)
-            known[p.id] = memory.features[p.id] = here[i].features
+            memory.features[p.id] = here[i].features
             for code in p.extra[NAME][1]:
                 memory.by_code.setdefault(code, []).append(here[i])
         return self._scored(conn, chosen, known)
 
-    def _scored(self, conn, chosen: dict[int, tuple[Probe, int]], known: dict[int, Features]) -> dict[int, LiveHit]:
+    def _scored(self, conn, chosen: dict[int, tuple[Probe, int]],
+                known: "ChainMap[int, Features]") -> dict[int, LiveHit]:
         """Each chosen link scored by the probe's Jaccard with its canonical (fetching canonicals
         that were not among the candidates: members link to them, the probe need not)."""
         missing = sorted({c for _, c in chosen.values() if c not in known})
