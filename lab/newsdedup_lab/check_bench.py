@@ -37,7 +37,7 @@ def synthetic_documents(spark: "SparkSession", n: int, partitions: int = 2) -> "
     """n rows of pg_documents.COLUMNS with keys derived from the id (cheap, deterministic).
 
     Stage 3's columns are shaped like real ones: a uniform simhash_w, 25 random MinHash band
-    values, their bucket codes by stages.simhash.live.bucket_codes (the lookup's own function),
+    values, their bucket codes by stages.simhash.candidates.bucket_codes (the lookup's own function),
     and a random sorted set of 300 shingles (the size of a real article's set)."""
     import numpy as np
     import pyarrow as pa
@@ -46,7 +46,7 @@ def synthetic_documents(spark: "SparkSession", n: int, partitions: int = 2) -> "
 
     from newsdedup.config import load_config
     from newsdedup.io import pg_documents
-    from newsdedup.stages.simhash.live import bucket_codes
+    from newsdedup.stages.simhash.candidates import bucket_codes
 
     sim_conf = load_config().simhash
     n_bands = sim_conf.minhash_bands

@@ -41,10 +41,10 @@ outside A are unchanged). The closure may be larger than needed (a superset
 only costs time): it follows
 
 - url_hash and content_hash equal to a frontier document's (key joins);
-- a stage-3 bucket shared with a frontier document (candidates.bucket_rows:
-  a Manku table within max_hamming bits, or a MinHash band) and the pair
-  verified as stage 3 verifies it (verify.py; the stored documents' text is
-  read for those ids only): R's stage-3 pairs themselves;
+- a stage-3 bucket shared with a frontier document (candidates.code_rows: a Manku table
+  within max_hamming bits, or a MinHash band, in the same language) and the pair verified as
+  stage 3 verifies it (verify.py; the text is read for those pairs' documents only): R's
+  stage-3 pairs themselves;
 - with stage 4 on, a stored vector of the configured model_version within
   semantic.window_hours of a frontier vector with a cosine at or above the
   lowest threshold of any language pair (the evidence is not checked). The
@@ -54,7 +54,7 @@ only costs time): it follows
   an uncovered language) and its stages 1-3 component did not change, so stage
   4 does not compare it now either;
 - every document of an active link touching the frontier, and the other
-  members of that link's canonical (cheap insurance: it costs one join).
+  members of that link's canonical (cheap insurance: the links are on the driver).
 
 Each round takes the documents added by the previous one as its frontier and
 stops when a round adds none (incremental.rounds, incremental.affected_documents
@@ -71,9 +71,11 @@ the new version, so their pairs are not searched; rerun the archive
 archive runs the cascade over the whole archive as before (the benchmark's
 baseline, and a way to converge).
 
-Work: the closure reads the stored keys (no text) once and keeps them, with
-their bucket rows, for its rounds; the stages, the link diff and the documents
-MERGE see only A and the slice.
+Work: the closure keeps the stored keys (no text) in memory for its rounds. A round is one pass
+over them against the frontier's keys and bucket codes, broadcast (round_hits, numpy); only pairs
+to documents not yet in the closure are verified; the closure's ids and the active links are
+numpy arrays on the driver. The stages, the link diff and the documents MERGE see only A and the
+slice. A closure of more than MAX_AFFECTED documents gives up and takes the whole archive.
 """
 
 from __future__ import annotations
@@ -83,6 +85,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
 from delta.tables import DeltaTable
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -90,7 +95,7 @@ from pyspark.sql import types as T
 
 from .clustering import cut_lineage
 from .io import store
-from .stages.simhash.candidates import MINHASH, bucket_rows, language_codes
+from .stages.simhash.candidates import code_rows
 from .stages.simhash.verify import pair_features, similarity, verified
 
 if TYPE_CHECKING:
@@ -176,50 +181,107 @@ def with_stored(spark: SparkSession, docs: DataFrame, output: str | None,
 
 # ---------------------------------------------------------------- the closure of a slice
 
-def _max_hamming(sim_conf: "SimhashConfig") -> Column:
-    """max_hamming of a bucket row's language, by its lang_code (candidates.language_codes)."""
-    values = [sim_conf.languages[name].max_hamming for name in language_codes(sim_conf)]
-    return F.element_at(F.array(*[F.lit(v) for v in values]), F.col("lang_code") + 1)
+# What a stored document has in common with the frontier, in a round's hits.
+KEY, PAIR = 0, 1      # a shared url_hash or content_hash (b only); a stage-3 candidate pair (a, b)
+HITS_SCHEMA = T.StructType([T.StructField("a", T.LongType(), True), T.StructField("b", T.LongType(), False),
+                            T.StructField("lang", T.StringType(), True), T.StructField("kind", T.IntegerType(), False)])
+HITS_ARROW = pa.schema([("a", pa.int64()), ("b", pa.int64(), False), ("lang", pa.string()),
+                        ("kind", pa.int32(), False)])
+# Above this many affected documents the closure stops and the run takes the whole archive: a slice
+# that touches so much of it gains nothing from a closure, and the driver keeps the closure's ids.
+MAX_AFFECTED = 2_000_000
 
 
-def key_neighbours(docs: DataFrame, frontier: DataFrame, key: str, n_frontier: int) -> DataFrame:
-    """ids of docs sharing a non-null `key` with a document of frontier (docs' rows)."""
-    values = frontier.where(F.col(key).isNotNull()).select(key).distinct()
-    return docs.join(_small(values, n_frontier), key, "left_semi").select("id")
+@dataclass(frozen=True)
+class FrontierIndex:
+    """What a closure round looks for in the stored keys, built on the driver from the frontier's keys
+    and broadcast: the frontier's url and content hashes, and its bucket codes (candidates.code_rows)
+    sorted, each with the frontier row it belongs to."""
+
+    ids: np.ndarray          # frontier ids, by frontier row
+    names: np.ndarray        # language (null as "default"), by frontier row
+    fps: np.ndarray          # simhash_w as uint64, by frontier row
+    codes: np.ndarray        # bucket codes, sorted
+    code_row: np.ndarray     # the frontier row of each code
+    code_table: np.ndarray   # whether each code is a Manku table's (then max_hamming applies)
+    urls: pa.Array           # distinct url_hash
+    contents: pa.Array       # distinct content_hash
+    affected: np.ndarray     # sorted ids already in the closure: no pair to them needs verifying
+
+    @classmethod
+    def of(cls, keys: pa.Table, affected: np.ndarray, sim_conf: "SimhashConfig") -> "FrontierIndex":
+        keys = keys.combine_chunks()
+        row, code, table = code_rows(keys["lang"].combine_chunks(), keys["simhash_w"].combine_chunks(),
+                                     keys["mh_bands"].combine_chunks(), sim_conf)
+        order = np.argsort(code, kind="stable")
+        return cls(ids=keys["id"].to_numpy(), names=_names(keys["lang"]),
+                   fps=np.asarray(keys["simhash_w"].fill_null(0).to_numpy(), np.int64).view(np.uint64),
+                   codes=code[order], code_row=row[order], code_table=table[order],
+                   urls=pc.unique(keys["url_hash"].combine_chunks().drop_null()),
+                   contents=pc.unique(keys["content_hash"].combine_chunks().drop_null()), affected=affected)
 
 
-def bucket_neighbours(buckets: DataFrame, frontier: DataFrame, docs: DataFrame, conf: "Config",
-                      n_frontier: int) -> DataFrame:
-    """ids of the documents of `buckets` (bucket_rows of the archive) that stage 3 would link to a
-    frontier document: they share a bucket (a MinHash band, or a Manku table within max_hamming
-    bits: what candidate_pairs can pair) and the pair passes verification on the two documents'
-    shingle sets, numbers and names (verify.py, features from docs' text, read for these ids only).
-
-    Verifying here keeps the closure to real near-duplicates: unverified band-sharing chains
-    through templated and same-topic families (14 rounds over 3% of a 200k archive, measured)."""
-    sim_conf = conf.simhash
-    mine = bucket_rows(frontier, sim_conf).select("bucket", F.col("id").alias("a"), F.col("fp").alias("f_fp"))
-    # 35 rows per document with the default tables and bands: two longs each.
-    rows = buckets.join(_small(mine, n_frontier, limit=50_000), "bucket").where(F.col("id") != F.col("a"))
-    close = F.bit_count(F.col("fp").bitwiseXOR(F.col("f_fp"))) <= _max_hamming(sim_conf)
-    names = F.array(*[F.lit(name) for name in language_codes(sim_conf)])
-    pairs = cut_lineage(rows.where((F.col("found_by") == MINHASH) | close).select(
-        "a", F.col("id").alias("b"), F.element_at(names, F.col("lang_code") + 1).alias("lang")).distinct())
-    ids = pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id"))).distinct()
-    feats = cut_lineage(pair_features(docs, ids, conf))
-    return verified(similarity(pairs, feats, "a", "b"), sim_conf).select(F.col("b").alias("id"))
+def _names(lang) -> np.ndarray:
+    return np.asarray(lang.fill_null("default").to_numpy(zero_copy_only=False), object)
 
 
-def link_neighbours(links: DataFrame, frontier_ids: DataFrame, n_frontier: int) -> DataFrame:
-    """ids of both ends of every active link touching frontier_ids, and of every member of those links'
-    canonicals (links: the active links)."""
-    f = _small(frontier_ids, n_frontier)
-    touching = (links.join(f.withColumnRenamed("id", "duplicate_id"), "duplicate_id", "left_semi")
-                .unionByName(links.join(f.withColumnRenamed("id", "canonical_id"), "canonical_id", "left_semi")))
-    canon = touching.select(F.col("canonical_id").alias("id")).distinct()
-    members = links.join(canon.withColumnRenamed("id", "canonical_id"), "canonical_id", "left_semi")
-    return (touching.select(F.col("duplicate_id").alias("id")).unionByName(canon)
-            .unionByName(members.select(F.col("duplicate_id").alias("id"))))
+def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashConfig") -> pa.RecordBatch:
+    """The stored documents of batch (keys) that one closure round reaches from the frontier:
+
+    - KEY: b shares a url_hash or content_hash with a frontier document (stages 1 and 2 group them);
+    - PAIR: (a, b) is a stage-3 candidate pair, a in the frontier and b not yet in the closure: they
+      share a bucket code, the same language, and on a Manku table are within max_hamming bits
+      (the batch's candidate rule); the pair is still to be verified.
+    """
+    ids = batch.column("id").to_numpy()
+    key_hit = np.zeros(len(ids), bool)
+    for column, values in (("url_hash", index.urls), ("content_hash", index.contents)):
+        if len(values):
+            key_hit |= np.asarray(pc.is_in(batch.column(column), value_set=values).fill_null(False)
+                                  .to_numpy(zero_copy_only=False), bool)
+    row, code, _ = code_rows(batch.column("lang"), batch.column("simhash_w"), batch.column("mh_bands"), sim_conf)
+    # A hash lookup first (most codes meet nothing; six times faster than a binary search of all),
+    # then the frontier rows of each code met.
+    hit = np.asarray(pc.is_in(pa.array(code), value_set=pa.array(index.codes)).to_numpy(zero_copy_only=False), bool)
+    row, code = row[hit], code[hit]
+    lo = np.searchsorted(index.codes, code, "left")
+    n = np.searchsorted(index.codes, code, "right") - lo
+    total = int(n.sum())
+    b_row = np.repeat(row, n)
+    at = np.repeat(lo, n) + np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+    a_row = index.code_row[at]
+    names = _names(batch.column("lang"))
+    fps = np.asarray(batch.column("simhash_w").fill_null(0).to_numpy(), np.int64).view(np.uint64)
+    max_hamming = np.array([sim_conf.language(x).max_hamming for x in index.names], np.int64)
+    close = np.bitwise_count(index.fps[a_row] ^ fps[b_row]) <= max_hamming[a_row]
+    keep = ((index.names[a_row] == names[b_row]) & (~index.code_table[at] | close)
+            & (index.ids[a_row] != ids[b_row]) & ~np.isin(ids[b_row], index.affected))
+    a, b, lang = index.ids[a_row[keep]], ids[b_row[keep]], index.names[a_row[keep]]
+    keys_b = ids[key_hit]
+    return pa.RecordBatch.from_pydict({
+        "a": pa.array(np.concatenate((np.full(len(keys_b), -1), a)), pa.int64(),
+                      mask=np.concatenate((np.ones(len(keys_b), bool), np.zeros(len(a), bool)))),
+        "b": np.concatenate((keys_b, b)).astype(np.int64),
+        "lang": pa.array([None] * len(keys_b) + lang.tolist(), pa.string()),
+        "kind": np.concatenate((np.full(len(keys_b), KEY), np.full(len(a), PAIR))).astype(np.int32)},
+        schema=HITS_ARROW)
+
+
+def linked_ids(duplicate: np.ndarray, canonical: np.ndarray, frontier: np.ndarray) -> np.ndarray:
+    """Ids of every active link touching frontier, of its canonical and of the canonical's other
+    duplicates (duplicate, canonical: the active links as arrays)."""
+    touching = np.isin(duplicate, frontier) | np.isin(canonical, frontier)
+    canonicals = np.unique(canonical[touching])
+    return np.union1d(canonicals, duplicate[np.isin(canonical, canonicals)])
+
+
+def _ids_frame(spark: SparkSession, ids: np.ndarray) -> DataFrame:
+    return spark.createDataFrame(pa.table({"id": pa.array(np.asarray(ids, np.int64))}))
+
+
+def _column(df: DataFrame, name: str) -> np.ndarray:
+    table = df.toArrow()
+    return np.asarray(table[name].to_numpy(), np.int64) if table.num_rows else np.zeros(0, np.int64)
 
 
 Near = Callable[[DataFrame], DataFrame]   # frontier documents (archive rows) -> ids stage 4 may pair them with
@@ -227,42 +289,70 @@ Near = Callable[[DataFrame], DataFrame]   # frontier documents (archive rows) ->
 
 def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame | None,
             near: Near | None = None) -> tuple[DataFrame, list[int]]:
-    """The ids of docs reachable from seeds' ids under the pair relations (module docstring), materialised,
-    and the documents each round added (the seeds first).
+    """The ids of docs reachable from seeds' ids under the pair relations (module docstring), and the
+    documents each round added (the seeds first).
 
     docs: the archive's rows (at least id, url_hash, content_hash, lang, simhash_w, mh_bands, and what
     `near` reads). links: the active links (None: none stored). near: stage 4's neighbours, when on.
+
+    Each round is one pass over the stored keys (kept in memory for all rounds), testing each
+    document against a broadcast FrontierIndex with numpy (round_hits), then verification of the new
+    candidate pairs only, on the two documents' text (pair features), as stage 3 verifies them. The
+    closure's ids and the active links live on the driver: both are small next to the archive.
+    More than MAX_AFFECTED ids: the whole archive (exact too, and cheaper than such a closure).
     """
-    sim_conf = conf.simhash
-    affected = cut_lineage(seeds.select("id").distinct())
-    frontier, sizes = affected, [affected.count()]
-    # The stored side, read once and kept for every round (rounds are many and mostly small): the
-    # keys, and the bucket rows without the columns the join does not read.
+    spark, sim_conf = docs.sparkSession, conf.simhash
     keys = docs.select("id", "url_hash", "content_hash", "lang", "simhash_w", "mh_bands").persist(
         StorageLevel.MEMORY_AND_DISK)
-    buckets = bucket_rows(keys, sim_conf).select("bucket", "found_by", "lang_code", "fp", "id").persist(
-        StorageLevel.MEMORY_AND_DISK)
-    while sizes[-1]:
-        n = sizes[-1]
-        rows = keys.join(_small(frontier, n), "id", "left_semi")
-        found = [key_neighbours(keys, rows, "url_hash", n), key_neighbours(keys, rows, "content_hash", n),
-                 bucket_neighbours(buckets, rows, docs, conf, n)]
-        if links is not None:
-            found.append(link_neighbours(links, frontier, n))
-        if near is not None:
-            found.append(near(docs.join(_small(frontier, n), "id", "left_semi")))
-        union = found[0]
-        for more in found[1:]:
-            union = union.unionByName(more)
-        frontier = cut_lineage(union.distinct().join(_small(affected, sum(sizes)), "id", "left_anti"))
-        sizes.append(frontier.count())
-        if sizes[-1]:
-            affected = cut_lineage(affected.unionByName(frontier))
-    keys.unpersist()
-    buckets.unpersist()
-    if len(sizes) > 1:
-        sizes.pop()   # the round that added nothing
-    return affected, sizes
+    link_pairs = None
+    if links is not None:
+        table = links.select("duplicate_id", "canonical_id").toArrow()
+        link_pairs = (np.asarray(table["duplicate_id"].to_numpy(), np.int64),
+                      np.asarray(table["canonical_id"].to_numpy(), np.int64))
+    frontier = np.unique(_column(seeds.select("id"), "id"))
+    affected, sizes = frontier, [len(frontier)]
+    try:
+        while len(frontier) and len(affected) <= MAX_AFFECTED:
+            found = [_reached(spark, keys, docs, frontier, affected, conf)]
+            if link_pairs is not None:
+                found.append(linked_ids(*link_pairs, frontier))
+            if near is not None:
+                found.append(_column(near(docs.join(F.broadcast(_ids_frame(spark, frontier)), "id", "left_semi")),
+                                     "id"))
+            frontier = np.setdiff1d(np.unique(np.concatenate(found)), affected)
+            sizes.append(len(frontier))
+            affected = np.union1d(affected, frontier)
+        if len(affected) > MAX_AFFECTED:   # every document: the seeds, then all the others
+            everything = cut_lineage(docs.select("id"))
+            return everything, [sizes[0], everything.count() - sizes[0]]
+        return cut_lineage(_ids_frame(spark, affected)), sizes[:-1] if len(sizes) > 1 else sizes
+    finally:
+        keys.unpersist()
+
+
+def _reached(spark: SparkSession, keys: DataFrame, docs: DataFrame, frontier: np.ndarray,
+             affected: np.ndarray, conf: "Config") -> np.ndarray:
+    """The ids one round reaches from frontier through keys and verified stage-3 pairs."""
+    sim_conf = conf.simhash
+    rows = keys.join(F.broadcast(_ids_frame(spark, frontier)), "id", "left_semi").toArrow()
+    index = spark.sparkContext.broadcast(FrontierIndex.of(rows, affected, sim_conf))
+
+    def run(batches):
+        for batch in batches:
+            yield round_hits(index.value, batch, sim_conf)
+
+    try:
+        hits = cut_lineage(keys.mapInArrow(run, HITS_SCHEMA))
+        by_key = _column(hits.where(F.col("kind") == KEY).select(F.col("b").alias("id")), "id")
+        pairs = cut_lineage(hits.where(F.col("kind") == PAIR).select("a", "b", "lang").distinct())
+        if pairs.isEmpty():
+            return by_key
+        ids = pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id"))).distinct()
+        feats = cut_lineage(pair_features(docs, ids, conf))
+        near = _column(verified(similarity(pairs, feats, "a", "b"), sim_conf).select(F.col("b").alias("id")), "id")
+        return np.concatenate((by_key, near))
+    finally:
+        index.unpersist()
 
 
 def restrict(archive: DataFrame, affected: DataFrame, n_affected: int) -> DataFrame:
