@@ -330,14 +330,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return command(args)
     except (UserError, ValueError) as exc:
-        print(f"newsdedup: error: {exc}", file=sys.stderr)
+        print(f"newsdedup: error: {_shown(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:
         message = _store_failure(exc, args) or _postgres_failure(exc)
         if message is None:
-            raise
-        print(f"newsdedup: error: {message}", file=sys.stderr)
+            # Not one of ours: the whole trace, as Python would print it, but with passwords masked
+            # (a Spark task's failure quotes whatever its Python worker raised).
+            import traceback
+
+            sys.stderr.write(_shown("".join(traceback.format_exception(exc))))
+            return 1
+        print(f"newsdedup: error: {_shown(message)}", file=sys.stderr)
         return 2
+
+
+def _shown(message: str) -> str:
+    """message as it may reach the terminal: every Postgres password the process used masked."""
+    from .io import dsn
+
+    return dsn.mask_known(message)
 
 
 def _postgres_failure(exc: Exception) -> str | None:

@@ -27,6 +27,7 @@ LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "
 SUPERSEDE_COLUMNS = ("superseded_at", "superseded_by_run")
 
 from ..errors import UserError
+from . import dsn as dsn_text
 from ..stages import STAGE_NAMES
 
 if TYPE_CHECKING:
@@ -177,12 +178,7 @@ class PostgresUnavailable(UserError):
 
 def redact(dsn: str) -> str:
     """The DSN as it may be printed: host, port, user, database; never the password."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "<unparseable DSN>"
-    parts = [f"{k}={info[k]}" for k in ("host", "port", "user", "dbname") if info.get(k)]
-    return " ".join(parts) or "<default server>"
+    return dsn_text.describe(dsn)
 
 
 def one_line(exc: BaseException) -> str:
@@ -222,18 +218,35 @@ def embedded_pgdata(conf: "Config", output: str | Path | None, dsn: str | None =
 def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = None) -> str:
     pgdata = embedded_pgdata(conf, output, dsn)
     if pgdata is None:
-        return dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
-    return embedded_dsn(pgdata, conf.postgres.listen)
+        resolved = dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
+    else:
+        resolved = embedded_dsn(pgdata, conf.postgres.listen)
+    dsn_text.remember(resolved)
+    return resolved
 
 
 def connect(dsn: str, autocommit: bool = False) -> psycopg.Connection:
+    dsn_text.remember(dsn)
     try:
         return psycopg.connect(dsn, autocommit=autocommit)
     except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
         raise PostgresUnavailable(
-            f"cannot connect to Postgres ({redact(dsn)}): {one_line(exc)}. Check the DSN (--pg, "
-            "NEWSDEDUP_PG_DSN or postgres.dsn), that the server runs and that it accepts this role and password"
+            f"cannot connect to Postgres ({redact(dsn)}): {connect_failure(dsn, one_line(exc))}. Check the DSN "
+            "(--pg, NEWSDEDUP_PG_DSN or postgres.dsn), that the server runs and that it accepts this role and password"
         ) from None
+
+
+def connect_failure(dsn: str, message: str) -> str:
+    """psycopg's message on a failed connection as it may be shown: it can quote the DSN, and with it
+    the password (an invalid percent-encoding, a password with a space read as the next keyword)."""
+    if dsn_text.has_unencoded_delimiter(dsn):
+        return "the password holds an unencoded '@' or '/' (write them as %40 and %2F)"
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return ("the DSN is not valid: " + dsn_text.unparseable_reason(dsn_text.mask(message, dsn_text.passwords_in(dsn)))
+                + " (in key=value form quote a password with spaces: password='...'; in a URI percent-encode it)")
+    return dsn_text.mask(message, dsn_text.passwords_in(dsn))
 
 
 def check_dsn(dsn: str, need_vector: bool = False) -> str:

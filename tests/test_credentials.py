@@ -1,0 +1,74 @@
+"""Credentials: a DSN's password never reaches a message (pure masking, and psycopg's own messages
+about malformed DSNs); configured identifiers are validated; `check` reads JSON lines with a size limit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from newsdedup import cli
+from newsdedup.config import ConfigError, load_config
+from newsdedup.io import dsn, pg
+
+
+
+@pytest.mark.parametrize("text,secret", [
+    ("postgresql://loader:s3cretpw@db.example:5432/news", "s3cretpw"),
+    ("postgres://loader:s3cret%40pw@db.example/news?sslmode=require", "s3cret%40pw"),
+    ("host=db user=loader password=s3cretpw dbname=news", "s3cretpw"),
+    ("host=db user=loader password = 's3cret pw' dbname=news", "s3cret pw"),
+    ("host=db PASSWORD=s3cretpw", "s3cretpw"),
+    ("postgresql://db.example/news?user=loader&password=s3cretpw&sslmode=require", "s3cretpw"),
+    ("failed: could not connect with postgresql://u:s3cretpw@h/db, then host=h password=s3cretpw", "s3cretpw"),
+])
+def test_mask_removes_the_password_of_either_dsn_form_from_any_text(text, secret):
+    shown = dsn.mask(text)
+    assert secret not in shown and dsn.MASK in shown
+    assert "db" in shown or "h" in shown          # the rest of the DSN stays readable
+
+
+def test_mask_keeps_what_is_not_a_password():
+    text = "host=db port=5432 user=loader dbname=news sslmode=require"
+    assert dsn.mask(text) == text
+
+
+def test_passwords_in_finds_the_password_of_a_dsn_libpq_cannot_parse():
+    assert "s3cr et" in dsn.passwords_in("host=x password='s3cr et' dbname=y")
+    assert "s3cr" in dsn.passwords_in("host=x password=s3cr et dbname=y")            # unparseable
+    assert "sec%zzret" in dsn.passwords_in("postgresql://u:sec%zzret@h/db")          # unparseable
+    assert "Tr0ub4dor&3 x" in dsn.passwords_in("postgresql://u:Tr0ub4dor%263%20x@h/db")  # decoded too
+
+
+@pytest.mark.parametrize("bad,secret", [
+    ("postgresql://u:sec%zzret@127.0.0.1:1/db", "zzret"),                       # psycopg quotes the token
+    ("host=127.0.0.1 port=1 password=hunter2 tail dbname=x", "tail"),            # a space in the password
+    ("postgresql://u:hunt@er2@127.0.0.1:1/db?connect_timeout=2", "er2"),          # an unencoded '@'
+    ("postgresql://u:hu/nter2@127.0.0.1:1/db?connect_timeout=2", "nter2"),        # an unencoded '/'
+    ("host=127.0.0.1 port=1 user=u password=hunter2 dbname=x connect_timeout=2", "hunter2"),
+])
+def test_a_connection_failure_never_quotes_the_password(bad, secret):
+    with pytest.raises(pg.PostgresUnavailable) as failed:
+        pg.connect(bad)
+    message = str(failed.value)
+    assert secret not in message and "hunter2" not in message, message
+    assert message.startswith("cannot connect to Postgres") and "\n" not in message
+    assert secret not in pg.redact(bad)
+
+
+def test_the_cli_masks_every_password_it_connected_with_in_any_error(capsys):
+    """The last line of defence: an error raised anywhere (here a ValueError quoting the DSN) is masked."""
+    dsn.remember("host=h password=zebra-crossing-42")
+    assert cli._shown("boom: zebra-crossing-42 and postgresql://u:other-pw@h/db") == \
+        f"boom: {dsn.MASK} and postgresql://u:{dsn.MASK}@h/db"
+
+
+@pytest.mark.parametrize("schema", ["news dedup", "dedup; DROP TABLE x", '"q"', "1st", "pg_dedup", "x" * 64, ""])
+def test_an_invalid_schema_name_is_a_config_error(schema):
+    with pytest.raises(ConfigError, match="postgres.schema"):
+        load_config(overrides={"postgres": {"schema": schema}})
+
+
+@pytest.mark.parametrize("schema", ["newsdedup", "News_Dedup", "_x", "x" * 63])
+def test_a_valid_schema_name_is_accepted(schema):
+    assert load_config(overrides={"postgres": {"schema": schema}}).postgres.schema == schema
