@@ -15,6 +15,7 @@ UserError: one line, exit code 2) naming the server without the password.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
@@ -222,7 +223,46 @@ def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = Non
     else:
         resolved = embedded_dsn(pgdata, conf.postgres.listen)
     dsn_text.remember(resolved)
-    return resolved
+    return with_schema(resolved, conf.postgres.schema)
+
+
+# What with_schema adds to a DSN's options; schema_of reads it back.
+_SEARCH_PATH = "-c search_path={},public"
+
+
+def with_schema(dsn: str, schema: str | None) -> str:
+    """dsn whose sessions find (and create) newsdedup's tables in schema: its search_path, set at
+    connection time, so every connection (the executors' COPY too) uses it. public stays on the
+    path for pgvector's type. schema is a validated identifier (config.IDENTIFIER), quoted here."""
+    if not schema or schema_of(dsn) == schema:   # resolved twice (job._load_postgres): once is enough
+        return dsn
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    quoted = '"' + schema.replace('"', '""') + '"'
+    info["options"] = " ".join(filter(None, [info.get("options"), _SEARCH_PATH.format(quoted)]))
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def schema_of(dsn: str) -> str | None:
+    """The schema with_schema put into dsn; None when it put none."""
+    try:
+        options = psycopg.conninfo.conninfo_to_dict(dsn).get("options") or ""
+    except psycopg.Error:
+        return None
+    m = re.search(r'-c search_path="((?:[^"]|"")+)",public\b', options)
+    return m.group(1).replace('""', '"') if m else None
+
+
+def create_schema_sql(schema: str) -> sql.Composed:
+    return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+
+
+def ensure_namespace(conn: psycopg.Connection, dsn: str) -> None:
+    """The configured schema, created when missing. Otherwise nothing is run: CREATE SCHEMA IF NOT
+    EXISTS still needs CREATE on the database, which a loader that owns only its schema lacks. A
+    missing schema on the search_path would quietly put the tables into public."""
+    schema = schema_of(dsn)
+    if schema and conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None:
+        conn.execute(create_schema_sql(schema))
 
 
 def connect(dsn: str, autocommit: bool = False) -> psycopg.Connection:
@@ -286,6 +326,7 @@ def hold_load_lock(dsn: str, load_id: str) -> psycopg.Connection:
 
 def ensure_schema(dsn: str) -> None:
     with connect(dsn) as conn:
+        ensure_namespace(conn, dsn)
         conn.execute(SCHEMA_SQL)
         conn.execute(VIEWS_SQL)
 
