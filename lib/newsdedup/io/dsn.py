@@ -25,6 +25,8 @@ MIN_LITERAL = 4
 # which is what a password holding an unencoded '@' or '/' needs (libpq reads its tail as the host,
 # port or database).
 _URI_USERINFO = re.compile(r"(?P<head>postgres(?:ql)?://[^:@/?#\s]*:)(?P<pw>\S*)@", re.IGNORECASE)
+# A whole DSN in URI form: a shell argument may hold spaces, so its user info runs to the last '@'.
+_URI_DSN = re.compile(r"\s*postgres(?:ql)?://[^:@/?#\s]*:(?P<pw>.*)@", re.IGNORECASE | re.DOTALL)
 _KEY_VALUE = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
 
 _known: set[str] = set()
@@ -34,7 +36,7 @@ def passwords_in(dsn: str | None) -> list[str]:
     """Every string that may be dsn's password: what libpq parses, and what the patterns find."""
     if not dsn:
         return []
-    found = [m.group("pw") for m in _URI_USERINFO.finditer(dsn)]
+    found = [m.group("pw") for m in (*_URI_USERINFO.finditer(dsn), _URI_DSN.match(dsn)) if m]
     found += [m.group("pw").strip("'") for m in _KEY_VALUE.finditer(dsn)]
     try:
         from psycopg.conninfo import conninfo_to_dict
@@ -78,7 +80,7 @@ def describe(dsn: str) -> str:
 
 def has_unencoded_delimiter(dsn: str) -> bool:
     """A URI whose password holds an '@' or '/' (libpq ends the user info at the first of them)."""
-    m = _URI_USERINFO.search(dsn)
+    m = _URI_DSN.match(dsn)
     return m is not None and any(c in m.group("pw") for c in "@/")
 
 
