@@ -4,6 +4,7 @@ about malformed DSNs); configured identifiers are validated; `check` reads JSON 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -45,6 +46,7 @@ def test_passwords_in_finds_the_password_of_a_dsn_libpq_cannot_parse():
     ("host=127.0.0.1 port=1 password=hunter2 tail dbname=x", "tail"),            # a space in the password
     ("postgresql://u:hunt@er2@127.0.0.1:1/db?connect_timeout=2", "er2"),          # an unencoded '@'
     ("postgresql://u:hu/nter2@127.0.0.1:1/db?connect_timeout=2", "nter2"),        # an unencoded '/'
+    ("postgresql://u:a@/ hunter2&x@127.0.0.1:1/db", "hunter2"),                  # both, and a space
     ("host=127.0.0.1 port=1 user=u password=hunter2 dbname=x connect_timeout=2", "hunter2"),
 ])
 def test_a_connection_failure_never_quotes_the_password(bad, secret):
@@ -72,3 +74,58 @@ def test_an_invalid_schema_name_is_a_config_error(schema):
 @pytest.mark.parametrize("schema", ["newsdedup", "News_Dedup", "_x", "x" * 63])
 def test_a_valid_schema_name_is_accepted(schema):
     assert load_config(overrides={"postgres": {"schema": schema}}).postgres.schema == schema
+
+
+# ------------------------------------------------------------------ JSON lines larger than input.max_line_bytes
+
+def _article(i: int, body: str = "Ferry service resumed on the Padma on Monday.") -> dict:
+    return {"id": i, "url": f"https://outlet{i}.example/news/{i}", "title": f"Story {i}", "body": body,
+            "published_at": "2026-05-01T12:00:00+06:00", "source": f"outlet{i}", "lang": "en"}
+
+
+def _jsonl(path, articles) -> str:
+    path.write_bytes(b"".join(json.dumps(a).encode() + b"\n" for a in articles))
+    return str(path)
+
+
+def test_lines_longer_than_the_limit_are_refused_counted_and_the_rest_read(tmp_path):
+    from newsdedup.ops import check
+
+    small = [_article(1), _article(3)]
+    limit = max(len(json.dumps(a)) for a in small)          # the longest small line fits exactly
+    big = _article(2, body="x" * (3 * limit))
+    path = _jsonl(tmp_path / "in.jsonl", [small[0], big, small[1], {"title": "x" * (2 * limit), "id": 4}])
+    refused: list = []
+    assert [a["id"] for a in check.read_jsonl(path, limit, refused)] == [1, 3]
+    assert [(r.line, r.id, r.size) for r in refused] == [(2, 2, len(json.dumps(big))), (4, None, len(json.dumps(
+        {"title": "x" * (2 * limit), "id": 4})))]
+    assert "2 lines refused" in check.refusal_summary(refused) and "input.max_line_bytes" in check.refusal_summary(refused)
+    # Without a limit every line is read.
+    assert [a["id"] for a in check.read_jsonl(path)] == [1, 2, 3, 4]
+
+
+def test_a_line_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(tmp_path):
+    from newsdedup.ops import check
+
+    line = json.dumps(_article(1))
+    for text in (line, line + "\n"):             # with and without the final line break
+        path = tmp_path / "one.jsonl"
+        path.write_text(text)
+        refused: list = []
+        assert [a["id"] for a in check.read_jsonl(str(path), len(line), refused)] == [1] and refused == []
+        assert list(check.read_jsonl(str(path), len(line) - 1, refused)) == [] and refused[0].size == len(line)
+
+
+def test_check_answers_every_other_line_and_refuses_the_oversized_one_in_its_output(pg_dsn, tmp_path, capsys):
+    conf = tmp_path / "c.yaml"
+    conf.write_text("input: {max_line_bytes: 2000}\nsemantic: {enabled: false}\n")
+    path = _jsonl(tmp_path / "in.jsonl", [_article(1), _article(2, body="y " * 5000), _article(3)])
+    assert cli.main(["check", "--pg", pg_dsn, "--input", path, "--conf", str(conf)]) == 0
+    out, err = capsys.readouterr()
+    answers = [json.loads(x) for x in out.splitlines()]
+    verdicts = [a for a in answers if "refused" not in a]
+    (refusal,) = [a for a in answers if "refused" in a]   # in the stream, where the reading has reached it
+    assert sorted(v["id"] for v in verdicts) == [1, 3]
+    assert (refusal["line"], refusal["id"]) == (2, 2) and "longer than input.max_line_bytes=2000" in refusal["refused"]
+    assert err.count("\n") == 1 and "1 line refused" in err and "(line 2)" in err
+

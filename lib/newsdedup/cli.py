@@ -181,9 +181,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UserError("check needs --pg DSN or --output DIR (whose embedded server to use)")
     checker = check.Checker(conf, pg.resolve_dsn(conf, args.output, args.pg), insert=args.insert,
                             batch_size=args.batch_size)
-    with checker:
-        for verdict in checker.check_batch(check.read_jsonl(args.input)):
-            print(verdict.json(), flush=True)
+    refused: list = []
+    shown = 0
+
+    def show_refusals() -> None:   # each where the stream has reached it, so nothing goes unanswered
+        nonlocal shown
+        for refusal in refused[shown:]:
+            print(refusal.json(), flush=True)
+        shown = len(refused)
+
+    try:
+        with checker:
+            for verdict in checker.check_batch(check.read_jsonl(args.input, conf.input.max_line_bytes, refused)):
+                print(verdict.json(), flush=True)
+                show_refusals()
+    finally:
+        show_refusals()
+        if refused:
+            print(f"newsdedup: check: {check.refusal_summary(refused)}", file=sys.stderr)
     return 0
 
 
