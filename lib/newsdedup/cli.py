@@ -181,9 +181,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UserError("check needs --pg DSN or --output DIR (whose embedded server to use)")
     checker = check.Checker(conf, pg.resolve_dsn(conf, args.output, args.pg), insert=args.insert,
                             batch_size=args.batch_size)
-    with checker:
-        for verdict in checker.check_batch(check.read_jsonl(args.input)):
-            print(verdict.json(), flush=True)
+    refused: list = []
+    shown = 0
+
+    def show_refusals() -> None:   # each where the stream has reached it, so nothing goes unanswered
+        nonlocal shown
+        for refusal in refused[shown:]:
+            print(refusal.json(), flush=True)
+        shown = len(refused)
+
+    try:
+        with checker:
+            for verdict in checker.check_batch(check.read_jsonl(args.input, conf.input.max_line_bytes, refused)):
+                print(verdict.json(), flush=True)
+                show_refusals()
+    finally:
+        show_refusals()
+        if refused:
+            print(f"newsdedup: check: {check.refusal_summary(refused)}", file=sys.stderr)
     return 0
 
 
@@ -330,14 +345,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return command(args)
     except (UserError, ValueError) as exc:
-        print(f"newsdedup: error: {exc}", file=sys.stderr)
+        print(f"newsdedup: error: {_shown(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:
         message = _store_failure(exc, args) or _postgres_failure(exc)
         if message is None:
-            raise
-        print(f"newsdedup: error: {message}", file=sys.stderr)
+            # Not one of ours: the whole trace, as Python would print it, but with passwords masked
+            # (a Spark task's failure quotes whatever its Python worker raised).
+            import traceback
+
+            sys.stderr.write(_shown("".join(traceback.format_exception(exc))))
+            return 1
+        print(f"newsdedup: error: {_shown(message)}", file=sys.stderr)
         return 2
+
+
+def _shown(message: str) -> str:
+    """message as it may reach the terminal: every Postgres password the process used masked."""
+    from .io import dsn
+
+    return dsn.mask_known(message)
 
 
 def _postgres_failure(exc: Exception) -> str | None:

@@ -90,6 +90,8 @@ class InputConfig:
     # change (its closure); "archive", the whole archive again (converges after a change the
     # closure cannot see, such as a new stage-4 model_version; the benchmark's baseline).
     incremental: Literal["slice", "archive"] = "slice"
+    # A JSON line (`check --input`) longer than this many bytes is refused and counted, not parsed.
+    max_line_bytes: int = 64 * 1024 * 1024
 
     def validate(self, key: str) -> None:
         from datetime import datetime
@@ -111,6 +113,7 @@ class InputConfig:
         except (ZoneInfoNotFoundError, ValueError):
             _check(False, f"{key}.naive_timezone", self.naive_timezone, "an IANA time zone such as 'UTC' or 'Asia/Dhaka'")
         _check(self.max_text_chars > 0, f"{key}.max_text_chars", self.max_text_chars, "a positive integer")
+        _check(self.max_line_bytes > 0, f"{key}.max_line_bytes", self.max_line_bytes, "a positive number of bytes")
         _check(self.id_collision in ("quarantine", "replace"), f"{key}.id_collision", self.id_collision,
                "'quarantine' or 'replace'")
         _check(self.incremental in ("slice", "archive"), f"{key}.incremental", self.incremental,
@@ -366,13 +369,29 @@ class SemanticConfig:
                           f"the model covers, e.g. semantic.models.{tails[0] or 'name'}: {{languages: [en]}}")
 
 
+# A Postgres identifier newsdedup will write into SQL (always quoted): letters, digits and
+# underscores, not starting with a digit, at most 63 bytes (longer names are silently truncated
+# by the server), and not pg_ (reserved for system schemas).
+IDENTIFIER = re.compile(r"(?!pg_)[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def is_identifier(name: str) -> bool:
+    return IDENTIFIER.fullmatch(name) is not None
+
+
 @dataclass(frozen=True)
 class PostgresConfig:
     dsn: Optional[str] = None
     embedded_dir: Optional[str] = None
     listen: Optional[str] = None   # "host:port" for the embedded server's TCP listener
+    # The schema that holds newsdedup's tables and views; null: the server's search_path (public).
+    schema: Optional[str] = None
 
     def validate(self, key: str) -> None:
+        if self.schema is not None:
+            _check(is_identifier(self.schema), f"{key}.schema", self.schema,
+                   "a Postgres identifier: letters, digits and _, not starting with a digit or pg_, "
+                   "at most 63 characters (it is quoted, so case matters)")
         if self.listen is None:
             return
         host, _, port = self.listen.rpartition(":")

@@ -15,6 +15,7 @@ UserError: one line, exit code 2) naming the server without the password.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
@@ -27,6 +28,7 @@ LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "
 SUPERSEDE_COLUMNS = ("superseded_at", "superseded_by_run")
 
 from ..errors import UserError
+from . import dsn as dsn_text
 from ..stages import STAGE_NAMES
 
 if TYPE_CHECKING:
@@ -177,12 +179,7 @@ class PostgresUnavailable(UserError):
 
 def redact(dsn: str) -> str:
     """The DSN as it may be printed: host, port, user, database; never the password."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "<unparseable DSN>"
-    parts = [f"{k}={info[k]}" for k in ("host", "port", "user", "dbname") if info.get(k)]
-    return " ".join(parts) or "<default server>"
+    return dsn_text.describe(dsn)
 
 
 def one_line(exc: BaseException) -> str:
@@ -222,18 +219,74 @@ def embedded_pgdata(conf: "Config", output: str | Path | None, dsn: str | None =
 def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = None) -> str:
     pgdata = embedded_pgdata(conf, output, dsn)
     if pgdata is None:
-        return dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
-    return embedded_dsn(pgdata, conf.postgres.listen)
+        resolved = dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
+    else:
+        resolved = embedded_dsn(pgdata, conf.postgres.listen)
+    dsn_text.remember(resolved)
+    return with_schema(resolved, conf.postgres.schema)
+
+
+# What with_schema adds to a DSN's options; schema_of reads it back.
+_SEARCH_PATH = "-c search_path={},public"
+
+
+def with_schema(dsn: str, schema: str | None) -> str:
+    """dsn whose sessions find (and create) newsdedup's tables in schema: its search_path, set at
+    connection time, so every connection (the executors' COPY too) uses it. public stays on the
+    path for pgvector's type. schema is a validated identifier (config.IDENTIFIER), quoted here."""
+    if not schema or schema_of(dsn) == schema:   # resolved twice (job._load_postgres): once is enough
+        return dsn
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    quoted = '"' + schema.replace('"', '""') + '"'
+    info["options"] = " ".join(filter(None, [info.get("options"), _SEARCH_PATH.format(quoted)]))
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def schema_of(dsn: str) -> str | None:
+    """The schema with_schema put into dsn; None when it put none."""
+    try:
+        options = psycopg.conninfo.conninfo_to_dict(dsn).get("options") or ""
+    except psycopg.Error:
+        return None
+    m = re.search(r'-c search_path="((?:[^"]|"")+)",public\b', options)
+    return m.group(1).replace('""', '"') if m else None
+
+
+def create_schema_sql(schema: str) -> sql.Composed:
+    return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+
+
+def ensure_namespace(conn: psycopg.Connection, dsn: str) -> None:
+    """The configured schema, created when missing. Otherwise nothing is run: CREATE SCHEMA IF NOT
+    EXISTS still needs CREATE on the database, which a loader that owns only its schema lacks. A
+    missing schema on the search_path would quietly put the tables into public."""
+    schema = schema_of(dsn)
+    if schema and conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None:
+        conn.execute(create_schema_sql(schema))
 
 
 def connect(dsn: str, autocommit: bool = False) -> psycopg.Connection:
+    dsn_text.remember(dsn)
     try:
         return psycopg.connect(dsn, autocommit=autocommit)
     except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
         raise PostgresUnavailable(
-            f"cannot connect to Postgres ({redact(dsn)}): {one_line(exc)}. Check the DSN (--pg, "
-            "NEWSDEDUP_PG_DSN or postgres.dsn), that the server runs and that it accepts this role and password"
+            f"cannot connect to Postgres ({redact(dsn)}): {connect_failure(dsn, one_line(exc))}. Check the DSN "
+            "(--pg, NEWSDEDUP_PG_DSN or postgres.dsn), that the server runs and that it accepts this role and password"
         ) from None
+
+
+def connect_failure(dsn: str, message: str) -> str:
+    """psycopg's message on a failed connection as it may be shown: it can quote the DSN, and with it
+    the password (an invalid percent-encoding, a password with a space read as the next keyword)."""
+    if dsn_text.has_unencoded_delimiter(dsn):
+        return "the password holds an unencoded '@' or '/' (write them as %40 and %2F)"
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return ("the DSN is not valid: " + dsn_text.unparseable_reason(dsn_text.mask(message, dsn_text.passwords_in(dsn)))
+                + " (in key=value form quote a password with spaces: password='...'; in a URI percent-encode it)")
+    return dsn_text.mask(message, dsn_text.passwords_in(dsn))
 
 
 def check_dsn(dsn: str, need_vector: bool = False) -> str:
@@ -273,6 +326,7 @@ def hold_load_lock(dsn: str, load_id: str) -> psycopg.Connection:
 
 def ensure_schema(dsn: str) -> None:
     with connect(dsn) as conn:
+        ensure_namespace(conn, dsn)
         conn.execute(SCHEMA_SQL)
         conn.execute(VIEWS_SQL)
 

@@ -27,7 +27,7 @@ transactional in Postgres, so a load that fails leaves the previous state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
 from psycopg import sql
@@ -77,11 +77,13 @@ DO $$ BEGIN
     IF to_regclass('duplicate_links_one_active') IS NULL THEN
         CREATE UNIQUE INDEX duplicate_links_one_active ON duplicate_links (duplicate_id) WHERE {ACTIVE};
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'duplicate_links_duplicate_fk') THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'duplicate_links_duplicate_fk'
+                   AND conrelid = to_regclass('duplicate_links')) THEN
         ALTER TABLE duplicate_links ADD CONSTRAINT duplicate_links_duplicate_fk
             FOREIGN KEY (duplicate_id) REFERENCES documents (id);
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'duplicate_links_canonical_fk') THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'duplicate_links_canonical_fk'
+                   AND conrelid = to_regclass('duplicate_links')) THEN
         ALTER TABLE duplicate_links ADD CONSTRAINT duplicate_links_canonical_fk
             FOREIGN KEY (canonical_id) REFERENCES documents (id);
     END IF;
@@ -113,7 +115,7 @@ def schema_sql() -> str:
                  "CREATE INDEX documents_staging_load_idx ON documents_staging (load_id)"),
         *[pg.guarded(_missing_index(name), ddl) for name, ddl in SECONDARY_INDEXES.items()],
         # A GIN index built before fastupdate was turned off: off, and its pending rows moved in.
-        pg.guarded("EXISTS (SELECT 1 FROM pg_class WHERE relname = 'documents_sim_buckets_gin' AND "
+        pg.guarded("EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass('documents_sim_buckets_gin') AND "
                    "(reloptions IS NULL OR NOT 'fastupdate=off' = ANY(reloptions)))",
                    "ALTER INDEX documents_sim_buckets_gin SET (fastupdate = off); "
                    "PERFORM gin_clean_pending_list('documents_sim_buckets_gin')"),
@@ -155,6 +157,31 @@ def ensure_schema(dsn: str, dim: int | None = None) -> None:
         conn.execute(schema_sql())
         if dim is not None:
             fix_dim(conn, int(dim))
+
+
+# What `check` reads and writes: every documents column, the links' columns the lookups' join reads.
+CHECK_COLUMNS = (*[("documents", c) for c in COLUMNS],
+                 *[("duplicate_links", c) for c in (*pg.LINK_COLUMNS, *pg.SUPERSEDE_COLUMNS)])
+
+MISSING_COLUMNS_SQL = """
+SELECT x.tbl || '.' || x.col FROM unnest(%(tables)s::text[], %(columns)s::text[]) WITH ORDINALITY AS x(tbl, col, n)
+WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass(x.tbl) AND a.attname = x.col
+                  AND NOT a.attisdropped)
+ORDER BY x.n
+"""
+
+
+def missing_columns(conn, wanted=CHECK_COLUMNS) -> list[str]:
+    """'table.column' of wanted that the database lacks (a missing table: all of its columns). Reads
+    the catalogue only, so any role may ask."""
+    return [r[0] for r in conn.execute(MISSING_COLUMNS_SQL, {"tables": [t for t, _ in wanted],
+                                                             "columns": [c for _, c in wanted]}).fetchall()]
+
+
+def denied_privileges(conn, wanted: Sequence[tuple[str, str]]) -> list[str]:
+    """'PRIVILEGE on table' of wanted (table, privilege) pairs that the connected role does not hold."""
+    return [f"{priv} on {table}" for table, priv in wanted
+            if not conn.execute("SELECT has_table_privilege(%s, %s)", (table, priv)).fetchone()[0]]
 
 
 def ensure_link_constraints(conn) -> None:

