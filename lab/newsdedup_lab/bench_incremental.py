@@ -47,7 +47,8 @@ def make_slice(archive: pa.Table, n: int, seed: int) -> pa.Table:
     fresh = fresh.set_column(0, "id", pa.array(range(next_id, next_id + len(fresh)), pa.int64()))
     next_id += len(fresh)
     picks = rng.sample(range(archive.num_rows), n - n_fresh)
-    rows = archive.take(picks).to_pylist()
+    # Row by row: take() concatenates whole string columns, which overflows 32-bit offsets at 1M documents.
+    rows = [archive.slice(i, 1).to_pylist()[0] for i in picks]
     out = []
     for i, r in enumerate(rows):
         kind = i % 3
