@@ -90,6 +90,14 @@ class InputConfig:
     # change (its closure); "archive", the whole archive again (converges after a change the
     # closure cannot see, such as a new stage-4 model_version; the benchmark's baseline).
     incremental: Literal["slice", "archive"] = "slice"
+    # An input file that cannot be read (a broken footer, a row group that cannot be decoded, no
+    # required columns): false stops the run before it starts, one line per file; true skips the
+    # file and records it (run report, <output>/skipped_files). `run --skip-unreadable` sets it.
+    skip_unreadable: bool = False
+    # How deep each Parquet file is checked before the run: "footers" (footer, schema, columns:
+    # a few KB per file), "row_groups" (also decodes every row group of the columns the job reads:
+    # one more read of the input).
+    verify: Literal["footers", "row_groups"] = "row_groups"
 
     def validate(self, key: str) -> None:
         from datetime import datetime
@@ -115,6 +123,8 @@ class InputConfig:
                "'quarantine' or 'replace'")
         _check(self.incremental in ("slice", "archive"), f"{key}.incremental", self.incremental,
                "'slice' or 'archive'")
+        _check(self.verify in ("footers", "row_groups"), f"{key}.verify", self.verify,
+               "'footers' or 'row_groups'")
 
 
 @dataclass(frozen=True)
