@@ -4,8 +4,8 @@ Everything goes through the Hadoop FileSystem of the path (the JVM's), so a
 local directory, s3a://, abfss:// or gs:// input is checked with the
 credentials and settings Spark reads it with.
 
-- `data_files` lists the files Spark would read (names starting with `_` or
-  `.` are not data, as for Spark);
+- `data_files` lists the files Spark reads from the directory (Spark lists
+  them);
 - `read_footers` reads each file's footer (its tail: a few KB, never the
   data) on the driver, in threads: the footers of thousands of files on an
   object store cost their round trips, which threads overlap;
@@ -41,13 +41,16 @@ _NULL_TYPED = re.compile(r"^\s+(?:optional|required|repeated) \w+ (.+?) \(UNKNOW
 _GLOB = re.compile(r"([\\{}\[\]*?])")
 
 
-def _hidden(name: str) -> bool:
-    """Spark's rule for names that are not data (_SUCCESS, .crc files, _temporary); `_k=v` is a partition."""
-    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
-
-
 def data_files(spark: "SparkSession", path: str) -> tuple[str | None, list[str]]:
-    """(the directory, its data files recursively) as Hadoop path strings, sorted; (None, [path]) for a file."""
+    """(the directory, the data files Spark reads from it) as Hadoop path strings, sorted;
+    (None, [path]) for a file.
+
+    Spark lists them (the binaryFile source, its content never read), so the files checked are
+    the files a Parquet read of the directory reads: its own rules for hidden names (_SUCCESS,
+    .crc, _temporary), partition directories (key=value) and subdirectories that are not
+    partitions (skipped); a listing in parallel on the executors for many directories; one
+    collect instead of a JVM call per file.
+    """
     jvm = spark.sparkContext._jvm
     with paths.store_errors(path):
         root = jvm.org.apache.hadoop.fs.Path(paths.qualified(path))
@@ -55,14 +58,8 @@ def data_files(spark: "SparkSession", path: str) -> tuple[str | None, list[str]]
         root = fs.makeQualified(root)
         if fs.getFileStatus(root).isFile():
             return None, [root.toString()]
-        prefix = root.toString().rstrip("/") + "/"
-        found = []
-        it = fs.listFiles(root, True)
-        while it.hasNext():
-            p = it.next().getPath().toString()
-            if not any(_hidden(part) for part in p[len(prefix):].split("/")):
-                found.append(p)
-    return root.toString(), sorted(found)
+        listed = spark.read.format("binaryFile").load(spark_path(root.toString())).select("path").collect()
+    return root.toString(), sorted(r["path"] for r in listed)
 
 
 def partition_values(root: str, path: str) -> dict[str, str]:
@@ -90,7 +87,7 @@ def root_cause(exc: BaseException) -> str:
     return re.sub(r"^(?:[a-z_]\w*\.)+(\w+(?:Exception|Error)): ", r"\1: ", first)[:300]
 
 
-def _footer(jvm, hconf, sqlconf, path: str, partitions: Mapping[str, str]) -> FileFacts:
+def _footer(jvm, hconf, converter, path: str, partitions: Mapping[str, str]) -> FileFacts:
     parquet = jvm.org.apache.parquet.hadoop
     spark_parquet = jvm.org.apache.spark.sql.execution.datasources.parquet
     try:
@@ -103,7 +100,6 @@ def _footer(jvm, hconf, sqlconf, path: str, partitions: Mapping[str, str]) -> Fi
         blocks = footer.getBlocks()
         row_groups = tuple(int(blocks.get(i).getRowCount()) for i in range(blocks.size()))
         # Spark's own conversion (and its row metadata when Spark wrote the file): the types the job reads.
-        converter = spark_parquet.ParquetToSparkSchemaConverter(sqlconf)
         schema = T.StructType.fromJson(json.loads(
             spark_parquet.ParquetFileFormat.readSchemaFromFooter(parquet.Footer(hpath, footer), converter).json()))
         null_typed = set(_NULL_TYPED.findall(str(footer.getFileMetaData().getSchema().toString())))
@@ -122,9 +118,11 @@ def read_footers(spark: "SparkSession", files: Sequence[str], root: str | None =
     """Every file's footer, read in FOOTER_THREADS threads on the driver (footers only, never data)."""
     jvm = spark.sparkContext._jvm
     hconf = spark.sparkContext._jsc.hadoopConfiguration()
-    sqlconf = spark._jsparkSession.sessionState().conf()
+    # Stateless: one for all threads.
+    converter = jvm.org.apache.spark.sql.execution.datasources.parquet.ParquetToSparkSchemaConverter(
+        spark._jsparkSession.sessionState().conf())
     with ThreadPoolExecutor(max_workers=max(1, min(FOOTER_THREADS, len(files)))) as pool:
-        return list(pool.map(lambda f: _footer(jvm, hconf, sqlconf, f, partition_values(root or "", f)), files))
+        return list(pool.map(lambda f: _footer(jvm, hconf, converter, f, partition_values(root or "", f)), files))
 
 
 def spark_path(path: str) -> str:
