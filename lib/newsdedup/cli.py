@@ -27,7 +27,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from .io import lock, pg
 
-    conf = config.load_config(args.conf, overrides={"semantic": {"enabled": False}} if args.no_semantic else None)
+    overrides = {}
+    if args.no_semantic:
+        overrides["semantic"] = {"enabled": False}
+    if args.skip_unreadable:
+        overrides["input"] = {"skip_unreadable": True}
+    conf = config.load_config(args.conf, overrides=overrides or None)
     if conf.semantic.enabled:
         from .stages.semantic import embeddings
 
@@ -252,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="compute and print counts, write nothing")
     p.add_argument("--no-postgres", action="store_true", help="write Delta only")
     p.add_argument("--no-semantic", action="store_true", help="skip stage 4 (semantic embeddings)")
+    p.add_argument("--skip-unreadable", action="store_true",
+                   help="skip input files that cannot be read (recorded in OUTPUT/skipped_files and the report) "
+                        "instead of stopping (input.skip_unreadable)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("load", help="(re)load documents and duplicate_links from Delta into Postgres, idempotently")
@@ -345,7 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return command(args)
     except (UserError, ValueError) as exc:
-        print(f"newsdedup: error: {_shown(str(exc))}", file=sys.stderr)
+        # One line per problem (a refusal of several input files has one per file), each prefixed;
+        # a password that reached the message is masked.
+        for line in _shown(str(exc)).splitlines() or [""]:
+            print(f"newsdedup: error: {line}", file=sys.stderr)
         return 2
     except Exception as exc:
         message = _store_failure(exc, args) or _postgres_failure(exc)

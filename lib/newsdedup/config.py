@@ -92,6 +92,14 @@ class InputConfig:
     incremental: Literal["slice", "archive"] = "slice"
     # A JSON line (`check --input`) longer than this many bytes is refused and counted, not parsed.
     max_line_bytes: int = 64 * 1024 * 1024
+    # An input file that cannot be read (a broken footer, a row group that cannot be decoded, no
+    # required columns): false stops the run before it starts, one line per file; true skips the
+    # file and records it (run report, <output>/skipped_files). `run --skip-unreadable` sets it.
+    skip_unreadable: bool = False
+    # How deep each Parquet file is checked before the run: "footers" (footer, schema, columns:
+    # a few KB per file), "row_groups" (also decodes every row group of the columns the job reads:
+    # one more read of the input).
+    verify: Literal["footers", "row_groups"] = "row_groups"
 
     def validate(self, key: str) -> None:
         from datetime import datetime
@@ -118,6 +126,8 @@ class InputConfig:
                "'quarantine' or 'replace'")
         _check(self.incremental in ("slice", "archive"), f"{key}.incremental", self.incremental,
                "'slice' or 'archive'")
+        _check(self.verify in ("footers", "row_groups"), f"{key}.verify", self.verify,
+               "'footers' or 'row_groups'")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from . import incremental, progress, runstate
 from .cascade import run_cascade
 from .errors import UserError
 from .io import lock, paths, pg, pg_documents, store
-from .io.input import check_columns, read_input
+from .io.input import Input, check_columns, open_input
+from .io.input_check import shown
 from .report import RunReport, StepReport, new_run_id
 from .runstate import StepOutput
 
@@ -71,10 +72,19 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
         dsn = pg.resolve_dsn(conf, output, dsn)
         pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
     report = RunReport(run_id=resume or run_id or new_run_id())
-    raw = read_input(spark, input_path)
-    check_columns(raw)   # before anything is written under the output
+    # Every input file is checked before anything is written under the output: an unusable one
+    # stops the run here (one line each) unless input.skip_unreadable.
+    given = report.timed("check_input", lambda: open_input(spark, input_path, conf.input))
+    raw = given.frame
+    check_columns(raw)   # the types no rule reads (a struct body): a refusal too, and alone on stderr
+    progress.finished("check_input", report.seconds["check_input"],
+                      f"{given.files} files, {len(given.skipped)} skipped")
+    _report_skipped(report, given, output)
     if state is None and not dry_run:
         state = runstate.Persisted.start(spark, output, report.run_id, input_path, now)
+    if given.skipped and not dry_run:
+        store.insert_skipped(spark, [(shown(b.path), b.reason, b.row_group, b.rows, report.run_id, now)
+                                     for b in given.skipped], store.table_path(output, "skipped_files"))
     progress.line(f"run {report.run_id}: {input_path} -> {output}")
     with progress.TaskLine(spark):
         # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
@@ -92,6 +102,22 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
             _load_postgres(spark, output, conf, dsn, report, written, changed if written is not None else None)
     _record(spark, output, input_path, now, report, state)
     return report
+
+
+def _report_skipped(report: RunReport, given: Input, output: str) -> None:
+    """The run's summary says which input files it skipped, and why (their rows are not in this run)."""
+    report.counts["input_files"] = given.files
+    report.counts["input_files_skipped"] = len(given.skipped)
+    if not given.skipped:
+        return
+    counted = [b.rows for b in given.skipped if b.rows is not None]
+    unread = len(given.skipped) - len(counted)
+    rows = f"{sum(counted)} rows (as their footers count)" + (f" and {unread} without a readable footer"
+                                                              if unread else "")
+    report.notes.append(f"skipped {len(given.skipped)} of {given.files} input files (input.skip_unreadable), "
+                        f"{rows}: their rows are not in this run; listed in "
+                        f"{store.table_path(output, 'skipped_files')}; rerun them once repaired")
+    report.notes.extend(f"skipped {shown(b.path)}: {b.reason}" for b in given.skipped)
 
 
 def _write(spark, result, output: str, report: RunReport, now: datetime,

@@ -17,33 +17,30 @@ timestamp to pandas: the Python pass receives it as microseconds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
+from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import UserError
-from . import paths
+from . import input_files, paths
+from .input_check import (KNOWN, REQUIRED, TEXT_COLUMNS, BadFile, FileFacts, InputSchemaError,  # noqa: F401
+                          UnreadableInputError, first_short_row_group, footer_problem, reconciled_schema,
+                          refusal, row_group_problem)
 
 if TYPE_CHECKING:
     from ..config import InputConfig
-
-REQUIRED = ("id", "url", "published_at", "source")
-TEXT_COLUMNS = ("url", "title", "body", "html", "source", "lang")
 
 # Spark's timestamp range, 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999Z, in microseconds.
 MIN_MICROS = -62_135_596_800_000_000
 MAX_MICROS = 253_402_300_799_999_999
 IMPLAUSIBLE = "implausible_published_at"
 UNPARSEABLE = "unparseable_published_at"
-MAX_SCHEMA_FILES = 5000   # files whose schemas are compared when Spark cannot merge them
-
-
-class InputSchemaError(UserError, ValueError):
-    """The input is missing columns the job cannot run without, or its files disagree on a column's type."""
+DECODE_REASONS = 20   # files whose decoding failure is read back for its reason (one small Spark job each)
 
 
 # ---------------------------------------------------------------- reading
@@ -52,78 +49,123 @@ class InputNotFoundError(UserError):
     """The --input path does not exist."""
 
 
-def read_input(spark: SparkSession, path: str) -> DataFrame:
-    """A Delta table (asked of the path's FileSystem, so s3a:// Delta is read as Delta) or Parquet.
+@dataclass(frozen=True)
+class Input:
+    """The input as the run reads it: its rows (the files' schemas reconciled), and the files it skipped."""
 
-    Reading a Delta directory as plain Parquet would also read the files Delta
-    has removed. Parquet files are read with their schemas merged: a column
-    missing from some files is null in their rows (the html-only files of a
-    mixed snapshot).
+    frame: DataFrame
+    files: int                      # data files checked (a Delta table's live files)
+    skipped: tuple[BadFile, ...] = ()
+
+
+def read_input(spark: SparkSession, path: str, conf: "InputConfig | None" = None) -> DataFrame:
+    """open_input's rows (lab and tests); every file checked, an unusable one refused unless conf skips it."""
+    return open_input(spark, path, conf).frame
+
+
+def open_input(spark: SparkSession, path: str, conf: "InputConfig | None" = None) -> Input:
+    """A Delta table (asked of the path's FileSystem, so s3a:// Delta is read as Delta) or Parquet files.
+
+    Reading a Delta directory as plain Parquet would also read the files Delta has removed.
+    Parquet files are each checked first (their footers and, with input.verify = row_groups,
+    every row group), then read with their schemas reconciled (input_check.reconciled_type): a
+    column missing from some files is null in their rows (the html-only files of a mixed
+    snapshot), columns the job does not read are dropped.
     """
+    from ..config import InputConfig
+
+    conf = conf or InputConfig()
     if path.startswith("delta:"):
-        return spark.read.format("delta").load(paths.qualified(path.removeprefix("delta:")))
+        return _open_delta(spark, paths.qualified(path.removeprefix("delta:")))
     if not paths.exists(spark, path):
         raise InputNotFoundError(f"--input {path}: no such file or directory")
     if paths.is_delta(spark, path):
-        return spark.read.format("delta").load(paths.qualified(path))
-    qualified = paths.qualified(path)
-    try:
-        return spark.read.option("mergeSchema", "true").parquet(qualified)
-    except Exception as exc:  # Py4JJavaError or AnalysisException, depending on where Spark fails
-        if "CANNOT_MERGE" not in str(exc) and "merge incompatible" not in str(exc):
-            raise
-    return _union_by_file_schema(spark, qualified)
+        return _open_delta(spark, paths.qualified(path))
+    root, files = input_files.data_files(spark, path)
+    if not files:
+        raise InputSchemaError(f"--input {path} holds no data files (names starting with _ or . are not data)")
+    facts = input_files.read_footers(spark, files, root)
+    bad = [b for b in map(footer_problem, facts) if b is not None]
+    usable = [f for f in facts if footer_problem(f) is None]
+    _target(usable)   # types no rule reconciles are refused now, before the row groups are read
+    if conf.verify == "row_groups":
+        damaged = undecodable(spark, usable)
+        bad += damaged
+        usable = [f for f in usable if f.path not in {b.path for b in damaged}]
+    if bad and not (conf.skip_unreadable and usable):
+        raise UnreadableInputError(refusal(sorted(bad, key=lambda b: b.path), len(files)))
+    frame = _reconciled(spark, usable, root, conf.naive_timezone, whole=not bad)
+    return Input(frame, len(files), tuple(sorted(bad, key=lambda b: b.path)))
 
 
-_WIDER = {T.ByteType: T.LongType(), T.ShortType: T.LongType(), T.IntegerType: T.LongType(),
-          T.LongType: T.LongType(), T.FloatType: T.DoubleType(), T.DoubleType: T.DoubleType(),
-          T.StringType: T.StringType(), T.BinaryType: T.StringType(), T.DateType: T.TimestampType()}
-
-
-def _family(dtype: T.DataType) -> T.DataType:
-    """The type two files' columns may be widened to: integers to bigint, floats to double, bytes to string,
-    dates to timestamps (midnight UTC)."""
-    return _WIDER.get(type(dtype), dtype)
-
-
-def _union_by_file_schema(spark: SparkSession, path: str) -> DataFrame:
-    """Spark could not merge the files' schemas: group files by schema, reconcile, union or explain.
-
-    An all-null column (pyarrow writes Parquet type null, which Spark reads as
-    int) does not constrain the type: it is dropped from its files and comes
-    back as null. Integer widths and float widths widen. Any other disagreement
-    is an InputSchemaError naming the column, the types and example files.
-    """
-    files = spark.read.parquet(path).inputFiles()[:MAX_SCHEMA_FILES]
-    groups: dict[str, tuple[T.StructType, list[str]]] = {}
-    for f in files:
-        schema = spark.read.parquet(f).schema
-        groups.setdefault(schema.json(), (schema, []))[1].append(f)
-    frames = []
-    types_by_col: dict[str, dict[str, list[str]]] = {}
-    for schema, members in groups.values():
-        df = spark.read.parquet(*members)
-        numeric = [fld.name for fld in schema.fields if isinstance(fld.dataType, (T.IntegerType, T.NullType))]
-        counts = df.agg(*[F.count(F.col(c)).alias(c) for c in numeric]).first() if numeric else {}
-        empty = {c for c in numeric if counts[c] == 0}
-        df = df.drop(*empty)
-        frames.append(df)
-        for fld in df.schema.fields:
-            types_by_col.setdefault(fld.name.lower(), {}).setdefault(
-                _family(fld.dataType).simpleString(), []).extend(members)
-    for col, by_type in sorted(types_by_col.items()):
-        if len(by_type) > 1:
-            parts = "; ".join(f"{t} in {', '.join(Path(m).name for m in ms[:3])}"
-                              + (f" and {len(ms) - 3} more" if len(ms) > 3 else "")
-                              for t, ms in sorted(by_type.items()))
-            raise InputSchemaError(
-                f"input column '{col}' has conflicting types across files: {parts}. "
-                "Rewrite the files with one type for the column, or run them as separate inputs")
-    out = None
-    for df in frames:
-        df = df.select(*[F.col(f.name).cast(_family(f.dataType)).alias(f.name.lower()) for f in df.schema.fields])
-        out = df if out is None else out.unionByName(df, allowMissingColumns=True)
+def undecodable(spark: SparkSession, facts: Sequence[FileFacts]) -> list[BadFile]:
+    """The files with a row group Spark's reader cannot decode, each named with its first such row group."""
+    read = input_files.rows_read(spark, facts)
+    short = [f for f in facts if read.get(f.path, 0) < sum(f.row_groups)]
+    out = []
+    for i, f in enumerate(short):
+        group = first_short_row_group(f.row_groups, input_files.rows_read_per_row_group(spark, f))
+        cause = input_files.decode_failure(spark, f) if i < DECODE_REASONS else None
+        out.append(row_group_problem(f, group if group is not None else 0, cause))
     return out
+
+
+def _open_delta(spark: SparkSession, path: str) -> Input:
+    """A Delta table; its live files' footers are checked (cheap), a bad one is refused, never skipped.
+
+    Which files make up the table is Delta's to decide: leaving one out would read a version of
+    the table that never existed. Its row groups are not decoded here (one more full read).
+    """
+    df = spark.read.format("delta").load(path)
+    files = [unquote(f) for f in df.inputFiles()]
+    broken = [BadFile(f.path, f"unreadable footer: {f.error}")
+              for f in input_files.read_footers(spark, files) if f.error is not None]
+    if broken:
+        raise UnreadableInputError("\n".join(
+            f"Delta table {path}: file {b.path}: {b.reason}; restore a version of the table without it "
+            "(RESTORE TABLE ... TO VERSION AS OF) or repair it (--skip-unreadable does not skip a Delta table's files)"
+            for b in broken))
+    return Input(df, len(files))
+
+
+def _as_reconciled(df: DataFrame, name: str, target: T.DataType, naive_tz: str) -> Column:
+    """df's column read as target: timestamp_ntz in naive_tz (as conform reads one), any other by cast."""
+    col, source = F.col(f"`{name}`"), df.schema[name].dataType
+    if source == target:
+        return col
+    if isinstance(source, T.TimestampNTZType) and isinstance(target, T.TimestampType):
+        return F.to_utc_timestamp(col.cast("timestamp"), naive_tz)
+    return col.cast(target)
+
+
+def _target(usable: Sequence[FileFacts]) -> dict[str, T.DataType]:
+    """column -> the type the usable files' column is read as; InputSchemaError when no rule reads them all."""
+    return reconciled_schema([(g[0].columns, [f.path for f in g]) for g in input_files.by_schema(usable)])
+
+
+def _reconciled(spark: SparkSession, usable: Sequence[FileFacts], root: str | None, naive_tz: str,
+                whole: bool) -> DataFrame:
+    """The usable files' known columns, each read as its reconciled type, one frame.
+
+    Files are read in groups of one schema (Spark reads a group with one footer's schema); a
+    directory whose files all share one schema and all passed is read as Spark lists it.
+    """
+    groups = input_files.by_schema(usable)
+    target = _target(usable)
+    reader = spark.read.option("basePath", root) if root else spark.read
+    out = None
+    for group in groups:
+        if whole and len(groups) == 1:
+            df = spark.read.parquet(input_files.spark_path(root or group[0].path))
+        else:
+            df = reader.parquet(*[input_files.spark_path(f.path) for f in group])
+        # Columns of Parquet type null are dropped: the union brings them back as nulls of the target type.
+        keep = [c for c in df.columns if c.lower() in target and not isinstance(group[0].columns.get(c.lower()),
+                                                                                T.NullType)]
+        df = df.select(*[_as_reconciled(df, c, target[c.lower()], naive_tz).alias(c.lower()) for c in keep])
+        out = df if out is None else out.unionByName(df, allowMissingColumns=True)
+    absent = [c for c in target if c not in out.columns]   # null-typed in every file
+    return out.select("*", *[F.lit(None).cast(target[c]).alias(c) for c in absent]) if absent else out
 
 
 def check_columns(df: DataFrame) -> None:

@@ -1,4 +1,5 @@
-"""Delta tables under the output (a local directory or any Hadoop URI): documents, duplicate_links, quarantine, runs."""
+"""Delta tables under the output (a local directory or any Hadoop URI): documents, duplicate_links, quarantine,
+skipped_files, runs."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ LINK_KEY = ("duplicate_id", "canonical_id", "stage")
 
 
 # What a newsdedup output holds; anything else in an existing output means it is someone else's directory.
-OUTPUT_ENTRIES = frozenset({"documents", "duplicate_links", "quarantine", "runs", "embeddings",
+OUTPUT_ENTRIES = frozenset({"documents", "duplicate_links", "quarantine", "skipped_files", "runs", "embeddings",
                             "semantic_refusals", "_runs",
                             "_checkpoints", "reports", "pgdata", "pgdata.secret", "_newsdedup.lock"})
 
@@ -104,6 +105,21 @@ def insert_quarantine(spark: SparkSession, rows: DataFrame, path: str) -> None:
         return
     cond = " AND ".join(f"t.{k} <=> s.{k}" for k in QUARANTINE_KEY)  # raw_id may be null
     DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), cond).whenNotMatchedInsertAll().execute()
+
+
+SKIPPED_SCHEMA = ("path string, reason string, row_group int, rows long, run_id string, "
+                  "skipped_at timestamp")
+
+
+def insert_skipped(spark: SparkSession, rows: list[tuple], path: str) -> None:
+    """Record input files a run skipped (path, reason, row_group, rows, run_id, skipped_at), once per
+    (run_id, path): a resumed run that skips them again adds nothing."""
+    df = spark.createDataFrame(rows, SKIPPED_SCHEMA)
+    if not exists(spark, path):
+        df.write.format("delta").save(path)
+        return
+    (DeltaTable.forPath(spark, path).alias("t").merge(df.alias("s"), "t.run_id = s.run_id AND t.path = s.path")
+     .whenNotMatchedInsertAll().execute())
 
 
 def append(df: DataFrame, path: str) -> None:
