@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from . import incremental, progress, runstate
 from .cascade import run_cascade
 from .errors import UserError
-from .io import lock, paths, pg, pg_documents, store
+from .io import layout, lock, paths, pg, pg_documents, store
 from .io.input import check_columns, read_input
 from .report import RunReport, StepReport, new_run_id
 from .runstate import StepOutput
@@ -84,18 +84,20 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
             return report
         if held is not None:
             held.ensure_held()   # a run that stalled and lost its lock writes nothing
-        _write(spark, result, output, report, now, state)
+        _write(spark, result, output, conf, report, now, state)
         if load_pg:
             _load_postgres(spark, output, conf, dsn, report)
     _record(spark, output, input_path, now, report, state)
     return report
 
 
-def _write(spark, result, output: str, report: RunReport, now: datetime, state: "runstate.Persisted") -> None:
-    """The three Delta writes; each is idempotent, so a write killed half-way is simply repeated."""
+def _write(spark, result, output: str, conf: "Config", report: RunReport, now: datetime,
+           state: "runstate.Persisted") -> None:
+    """The three Delta writes, then OPTIMIZE; each is idempotent, so a step killed half-way is simply repeated."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
 
     def write() -> StepOutput:
+        notes = _prepare_layout(spark, result.documents.withColumn("run_id", run_col).schema, output, conf)
         # The links computed over the archive replace the active ones (incremental.py).
         actions = incremental.write_links(spark, result.links, store.table_path(output, "duplicate_links"),
                                           report.run_id, now)
@@ -104,10 +106,25 @@ def _write(spark, result, output: str, report: RunReport, now: datetime, state: 
         store.insert_quarantine(spark,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
                                 store.table_path(output, "quarantine"))
-        return StepOutput({}, StepReport(counts={f"links.{k}": v for k, v in actions.items()}))
+        return StepOutput({}, StepReport(counts={f"links.{k}": v for k, v in actions.items()}, notes=notes))
 
     done = state.step("write_delta", write, lambda r: f"{r.counts['links.new']} new links")
     report.add(done.report)
+    if conf.layout.optimize_after_run:
+        done = state.step("optimize_delta", lambda: StepOutput({}, layout.optimize_tables(spark, output, conf.layout)),
+                          lambda r: " ".join(f"{t}: {r.counts[f'files.{t}.before']}->{r.counts[f'files.{t}.after']} files"
+                                             for t in layout.OPTIMIZED_TABLES if f"files.{t}.after" in r.counts))
+        report.add(done.report)
+
+
+def _prepare_layout(spark, documents_schema, output: str, conf: "Config") -> list[str]:
+    """documents and duplicate_links created clustered (conf layout), or an older table given its clustering."""
+    tables = {"documents": documents_schema, "duplicate_links": incremental.TABLE_SCHEMA}
+    notes = [layout.prepare_table(spark, store.table_path(output, name), name, schema,
+                                  conf.layout.table(name).cluster_by) for name, schema in tables.items()]
+    for note in filter(None, notes):
+        progress.line(note)
+    return [n for n in notes if n]
 
 
 def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: RunReport) -> None:

@@ -1,0 +1,112 @@
+"""Delta tables laid out for their readers (io/layout.py): a one-day query reads a fraction of the files.
+
+Real Spark, real Delta. The files a query reads are the ones left after Delta skipped the others
+by the min/max statistics of its log (DataFrame.inputFiles()).
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from newsdedup import job
+from newsdedup.io import layout, store
+
+DAYS = 30
+
+
+def synthetic_documents(spark, ids: range, seed: int = 1):
+    """Documents spread over DAYS days in no order of id (as an archive arrives), ~300 bytes each."""
+    return (spark.range(ids.start, ids.stop, 1, 2)
+            .select("id",
+                    (F.lit(datetime(2024, 1, 1, tzinfo=timezone.utc)).cast("timestamp")
+                     + F.make_dt_interval(F.lit(0), F.lit(0),
+                                          (F.rand(seed) * DAYS * 24 * 60).cast("int"))).alias("published_at"),
+                    F.when(F.col("id") % 3 == 0, "bn").otherwise("en").alias("lang"),
+                    F.sha2(F.col("id").cast("string"), 256).alias("content_hash"),
+                    F.concat_ws(" ", *[F.sha2(F.concat(F.col("id"), F.lit(i)), 256) for i in range(4)]).alias("body")))
+
+
+def one_day(df, day: date):
+    return df.where((F.col("published_at") >= F.lit(day.isoformat()).cast("timestamp"))
+                    & (F.col("published_at") < F.lit(date.fromordinal(day.toordinal() + 1).isoformat()).cast("timestamp")))
+
+
+def test_a_one_day_query_reads_a_fraction_of_the_files_after_incremental_writes(spark, conf, tmp_path):
+    """Three slices MERGEd into documents with the configured layout, OPTIMIZE after each (as a run does)."""
+    path = str(tmp_path / "documents")
+    cluster_by = conf.layout.table("documents").cluster_by
+    for k, ids in enumerate((range(0, 1500), range(1500, 3000), range(3000, 4500))):
+        docs = synthetic_documents(spark, ids, seed=k)
+        assert layout.prepare_table(spark, path, "documents", docs.schema, cluster_by) is None
+        store.merge_documents(spark, docs, path)
+        before, after = layout.optimize(spark, path, 64 * 1024)   # ~1.3 MB of rows: about 20 files
+        assert layout.detail(spark, path)[1] == cluster_by     # each slice keeps the layout
+    total = layout.detail(spark, path)[0]
+    table = spark.read.format("delta").load(path)
+    read = layout.files_read(one_day(table, date(2024, 1, 17)))
+    assert table.count() == 4500 and total >= 10
+    # A day is 1/30 of the rows: clustered, it lies in one or two files of about twenty.
+    assert read <= max(2, total // 5), f"one day read {read} of {total} files"
+
+
+def test_an_unclustered_table_from_an_earlier_version_is_upgraded_in_place(spark, conf, tmp_path):
+    path = str(tmp_path / "documents")
+    docs = synthetic_documents(spark, range(0, 3000))
+    docs.repartition(8).write.format("delta").save(path)          # as earlier versions wrote it
+    old = spark.read.format("delta").load(path)
+    files_before, clustered = layout.detail(spark, path)
+    assert clustered == [] and layout.files_read(one_day(old, date(2024, 1, 9))) == files_before
+
+    note = layout.prepare_table(spark, path, "documents", docs.schema, ["published_at"])
+    assert note == ("layout: documents was unclustered, now clustered by published_at "
+                    "(its rows are reclustered by the next OPTIMIZE)")
+    assert layout.prepare_table(spark, path, "documents", docs.schema, ["published_at"]) is None  # idempotent
+    layout.optimize(spark, path, 64 * 1024)
+    table = spark.read.format("delta").load(path)
+    total = layout.detail(spark, path)[0]
+    assert table.count() == 3000 and total >= 8
+    assert layout.files_read(one_day(table, date(2024, 1, 9))) <= max(2, total // 5)
+    # Older readers' view: the upgrade changes the writer protocol only.
+    from deltalake import DeltaTable
+
+    assert DeltaTable(path).protocol().min_reader_version == 1
+    assert len(DeltaTable(path).to_pandas(columns=["id"])) == 3000
+
+
+def test_a_cluster_column_the_table_lacks_is_named(spark, tmp_path):
+    docs = synthetic_documents(spark, range(0, 10))
+    with pytest.raises(Exception, match=r"layout.documents.cluster_by: documents has no column publishd_at"):
+        layout.prepare_table(spark, str(tmp_path / "d"), "documents", docs.schema, ["publishd_at"])
+
+
+def test_incremental_runs_keep_the_layout_and_upgrade_an_older_output(spark, conf, tmp_path):
+    """Two job runs into one output: the first as an earlier version wrote it (no layout), the second upgrades."""
+    from newsdedup_lab import synth
+
+    articles, _ = synth.generate(240, seed=3)
+    articles = articles.to_pandas()
+    out = str(tmp_path / "out")
+    old_conf = conf.with_overrides({"layout": {"documents": {"cluster_by": []},
+                                               "duplicate_links": {"cluster_by": []},
+                                               "optimize_after_run": False}})
+    new_conf = conf.with_overrides({"layout": {"max_file_size": "16k"}})
+    reports = []
+    for k, c in ((0, old_conf), (1, new_conf)):
+        path = tmp_path / f"slice{k}.parquet"
+        articles[articles["id"] % 2 == k].to_parquet(path)
+        reports.append(job.run(spark, str(path), out, c, load_pg=False))
+    assert "files.documents.after" not in reports[0].counts
+    assert any(n.startswith("layout: documents was unclustered") for n in reports[1].notes)
+    for name in ("documents", "duplicate_links"):
+        assert layout.detail(spark, store.table_path(out, name))[1] == conf.layout.table(name).cluster_by
+        assert reports[1].counts[f"files.{name}.after"] == layout.detail(spark, store.table_path(out, name))[0]
+    docs = store.read(spark, out, "documents")
+    assert docs.count() == sum(r.counts["documents"] for r in reports) > 200
+    total = reports[1].counts["files.documents.after"]
+    day = pd.Timestamp(articles["published_at"].iloc[0]).date()
+    read = layout.files_read(one_day(docs, day))
+    assert total >= 10 and read <= max(2, total // 5), f"one day read {read} of {total} files"
