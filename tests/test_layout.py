@@ -110,3 +110,18 @@ def test_incremental_runs_keep_the_layout_and_upgrade_an_older_output(spark, con
     day = pd.Timestamp(articles["published_at"].iloc[0]).date()
     read = layout.files_read(one_day(docs, day))
     assert total >= 10 and read <= max(2, total // 5), f"one day read {read} of {total} files"
+
+
+def test_the_layout_section_is_typed_and_checked():
+    from newsdedup.config import ConfigError, load_config
+
+    conf = load_config()
+    assert conf.layout.table("documents").cluster_by == ["published_at"]
+    assert conf.layout.table("duplicate_links").cluster_by == ["stage", "linked_at"]
+    assert conf.layout.table("quarantine").cluster_by == [] and conf.layout.max_file_bytes == 32 << 20
+    with pytest.raises(ConfigError, match=r"layout.max_file_size='lots': expected a positive size"):
+        load_config(overrides={"layout": {"max_file_size": "lots"}})
+    with pytest.raises(ConfigError, match=r"layout.documents.cluster_by=.*at most 4 columns"):
+        load_config(overrides={"layout": {"documents": {"cluster_by": ["a", "b", "c", "d", "e"]}}})
+    with pytest.raises(ConfigError, match=r"layout.duplicate_links.cluster_by=.*distinct"):
+        load_config(overrides={"layout": {"duplicate_links": {"cluster_by": ["stage", "stage"]}}})

@@ -1,0 +1,221 @@
+"""Delta layouts for documents and duplicate_links, measured: files a reader's query reads, write and OPTIMIZE cost.
+
+    python -m newsdedup_lab.bench_layout --docs 1000000 [--out /tmp/bench-layout] [--layouts none,liquid]
+
+The cascade is not run: an output of N documents is written directly with the job's own store
+functions (store.merge_documents, incremental.write_links, layout.prepare_table/optimize), from a
+synthetic documents frame with the documents table's schema. Texts come from lab/synth.py (a block
+of up to 20,000 generated articles, repeated with new ids, each body prefixed by its id so that no
+two rows are equal); published_at is drawn uniformly over three years (synth's span), links are
+drawn for 45% of the documents over the four stages. The output is written as a backfill in two
+slices (90% of the ids, then 10%, each slice a run: its own linked_at day), with OPTIMIZE after
+each, as a run does. For each layout it reports the files in each table, the files a one-day, a
+one-month and a one-day-one-language query over documents reads, the files a one-stage and a
+one-stage-one-linked-day query over duplicate_links reads (DataFrame.inputFiles(): what is left
+after Delta's data skipping / partition pruning), and the seconds of the writes and of OPTIMIZE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from newsdedup import incremental
+from newsdedup.config import load_config, parse_size
+from newsdedup.io import layout, store
+from newsdedup.io.spark import get_spark
+
+from . import synth
+
+BLOCK = 20_000
+LINK_SHARE = 45                          # % of documents that are some other's duplicate
+STAGES = (("url", 20), ("content", 30), ("simhash", 35), ("semantic", 15))   # % of links per stage
+RUN_DAY = datetime(2026, 1, 5, 3, 0, tzinfo=timezone.utc)
+QUERY_DAY = "2024-06-13"
+
+# name -> (documents layout, links layout); each layout: ("none" | "partition" | "zorder" | "liquid", columns)
+LAYOUTS = {
+    "none": (("none", []), ("none", [])),
+    "partition_month": (("partition", ["published_month"]), ("partition", ["stage"])),
+    "zorder": (("zorder", ["published_at"]), ("zorder", ["stage", "linked_at"])),
+    "liquid": (("liquid", ["published_at"]), ("liquid", ["stage", "linked_at"])),
+    "liquid_lang": (("liquid", ["published_at", "lang"]), ("liquid", ["stage", "linked_at", "duplicate_id"])),
+}
+
+
+def documents_frame(spark: SparkSession, n: int, seed: int = 7) -> DataFrame:
+    """n documents with the documents table's columns (values derived from synthetic articles)."""
+    block, _ = synth.generate(min(n, BLOCK), seed=seed)
+    base = spark.createDataFrame(block.select(["id", "url", "title", "body", "source", "lang"]).to_pandas())
+    reps = spark.range((n + BLOCK - 1) // BLOCK).withColumnRenamed("id", "rep")
+    docs = base.crossJoin(reps).select(
+        (F.col("rep") * BLOCK + F.col("id")).alias("id"), "rep", "url", "title", "body", "source", "lang")
+    docs = docs.where(F.col("id") < n)
+    h = F.xxhash64("body", "id")
+    simhash = F.xxhash64(F.lit("s"), "body", "id")
+    return docs.select(
+        "id",
+        (F.lit(synth.T0).cast("timestamp")
+         + F.make_dt_interval(F.lit(0), F.lit(0), F.pmod(F.xxhash64("id", F.lit(seed)), F.lit(3 * 365 * 24 * 60))
+                              .cast("int"))).alias("published_at"),
+        "source",
+        F.concat("url", F.lit("?r="), F.col("rep").cast("string")).alias("url"),
+        F.concat("url", F.lit("?r="), F.col("rep").cast("string")).alias("canonical_url"),
+        F.sha2(F.concat("url", F.col("rep").cast("string")), 256).alias("url_hash"),
+        F.lit(None).cast("string").alias("url_error"),
+        "title",
+        F.concat(F.col("id").cast("string"), F.lit(" "), "body").alias("body"),
+        "lang",
+        F.lit(False).alias("lang_detected"),
+        F.sha2(F.concat(F.col("id").cast("string"), "body"), 256).alias("content_hash"),
+        F.length("body").cast("int").alias("text_chars"),
+        simhash.alias("simhash"),
+        (F.length("body") / 6).cast("int").alias("n_features"),
+        *[(F.shiftright(simhash, 16 * i).bitwiseAND(0xFFFF)).cast("int").alias(f"band_{i}") for i in range(4)],
+        F.xxhash64(F.lit("w"), "body", "id").alias("simhash_w"),
+        F.array(*[F.xxhash64(F.lit(i), "body", "id") for i in range(25)]).alias("mh_bands"),
+        F.array().cast("array<string>").alias("flags"),
+        F.lit("bench").alias("run_id"),
+    ).withColumn("_h", h)
+
+
+def links_frame(docs: DataFrame) -> DataFrame:
+    """Computed links (duplicate_id, canonical_id, stage, score, via_id) for LINK_SHARE% of docs."""
+    pick = F.pmod(F.col("_h"), F.lit(100))
+    bucket = F.pmod(F.shiftright(F.col("_h"), 8), F.lit(100))
+    stage, edge = None, 0
+    for name, share in STAGES:
+        edge += share
+        stage = (F.when(bucket < edge, name) if stage is None else stage.when(bucket < edge, name))
+    return docs.where(pick < LINK_SHARE).select(
+        F.col("id").alias("duplicate_id"), F.greatest(F.col("id") - 1 - F.pmod(F.col("_h"), F.lit(50)), F.lit(0))
+        .alias("canonical_id"), stage.alias("stage"), (0.9 + F.rand(3) / 10).alias("score"),
+        F.lit(None).cast("long").alias("via_id"))
+
+
+def _create(spark: SparkSession, path: str, schema, how: str, cols: list[str]) -> None:
+    """The empty table for a layout (none and zorder: left to the writers, as the job does without layout)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import types as T
+
+    if how == "liquid":
+        layout.prepare_table(spark, path, path.rsplit("/", 1)[-1], schema, cols)
+    elif how == "partition" and not store.exists(spark, path):
+        nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields
+                                 if f.name != "published_month"])
+        b = DeltaTable.create(spark).location(path).addColumns(nullable)
+        if cols == ["published_month"]:   # generated: Delta prunes months from a published_at filter
+            b = b.addColumn("published_month", "STRING", generatedAlwaysAs="date_format(published_at, 'yyyy-MM')")
+        b.partitionedBy(*cols).execute()
+
+
+def _optimize(spark: SparkSession, path: str, how: str, cols: list[str], max_bytes: int) -> tuple[int, int]:
+    if how != "zorder":
+        return layout.optimize(spark, path, max_bytes)
+    before, _ = layout.detail(spark, path)
+    spark.conf.set(layout.MAX_FILE_SIZE_CONF, str(max_bytes))
+    spark.sql(f"OPTIMIZE delta.`{path}` ZORDER BY ({', '.join(cols)})").collect()
+    spark.conf.unset(layout.MAX_FILE_SIZE_CONF)
+    return before, layout.detail(spark, path)[0]
+
+
+def _size_mb(spark: SparkSession, path: str) -> float:
+    """The table's current files (from its log, not the removed ones still on disk)."""
+    return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["sizeInBytes"] / 2 ** 20
+
+
+def _rewritten_mb(spark: SparkSession, path: str) -> float:
+    """What the table's last commit (its OPTIMIZE) read and wrote again: the size of the files it removed."""
+    from delta.tables import DeltaTable
+
+    last = DeltaTable.forPath(spark, path).history(1).first()
+    if last["operation"] != "OPTIMIZE":
+        return 0.0
+    return int(last["operationMetrics"].get("numRemovedBytes", 0)) / 2 ** 20
+
+
+def run_layout(spark: SparkSession, name: str, docs: DataFrame, links: DataFrame, root: str,
+               max_bytes: int) -> dict:
+    (dh, dcols), (lh, lcols) = LAYOUTS[name]
+    dpath, lpath = f"{root}/{name}/documents", f"{root}/{name}/duplicate_links"
+    out: dict = {"layout": name, "documents_layout": f"{dh} {','.join(dcols)}".strip(),
+                 "links_layout": f"{lh} {','.join(lcols)}".strip(), "write_s": [], "optimize_s": [],
+                 "files_before_after": [], "optimize_rewrote_mb": []}
+    slices = [F.pmod(F.col("id"), F.lit(10)) < 9, F.pmod(F.col("id"), F.lit(10)) >= 9]
+    for k, cond in enumerate(slices):
+        now = RUN_DAY + timedelta(days=k)
+        t0 = time.perf_counter()
+        part = docs.where(cond).drop("_h")
+        if dh == "partition":   # MERGE's UPDATE SET * needs every column in the source, the generated one too
+            part = part.withColumn("published_month", F.date_format("published_at", "yyyy-MM"))
+        _create(spark, dpath, part.schema, dh, dcols)
+        _create(spark, lpath, incremental.TABLE_SCHEMA, lh, lcols)
+        store.merge_documents(spark, part, dpath)
+        # A run's link set is over the whole archive so far: earlier slices' links are recomputed too.
+        incremental.write_links(spark, links.where(F.col("duplicate_id") % 10 < (9 if k == 0 else 10)),
+                                lpath, f"run{k}", now)
+        out["write_s"].append(round(time.perf_counter() - t0, 1))
+        t0 = time.perf_counter()
+        (db, da), (lb, la) = (_optimize(spark, dpath, dh, dcols, max_bytes),
+                              _optimize(spark, lpath, lh, lcols, max_bytes))
+        out["optimize_s"].append(round(time.perf_counter() - t0, 1))
+        out["files_before_after"].append({"documents": [db, da], "links": [lb, la]})
+        out["optimize_rewrote_mb"].append(round(_rewritten_mb(spark, dpath) + _rewritten_mb(spark, lpath), 1))
+    d = spark.read.format("delta").load(dpath)
+    ln = spark.read.format("delta").load(lpath)
+    day = F.col("published_at").between(F.lit(QUERY_DAY).cast("timestamp"),
+                                        F.lit(QUERY_DAY + " 23:59:59.999999").cast("timestamp"))
+    month = (F.col("published_at") >= F.lit("2024-06-01").cast("timestamp")) & \
+            (F.col("published_at") < F.lit("2024-07-01").cast("timestamp"))
+    linked_day = F.col("linked_at") >= F.lit(RUN_DAY.date().isoformat()).cast("timestamp") + F.expr("INTERVAL 1 DAY")
+    out.update({
+        "docs_files": layout.detail(spark, dpath)[0], "docs_mb": round(_size_mb(spark, dpath), 1),
+        "docs_day_files": layout.files_read(d.where(day)),
+        "docs_day_rows": d.where(day).count(),
+        "docs_month_files": layout.files_read(d.where(month)),
+        "docs_day_lang_files": layout.files_read(d.where(day & (F.col("lang") == "bn"))),
+        "links_files": layout.detail(spark, lpath)[0], "links_mb": round(_size_mb(spark, lpath), 1),
+        "links_stage_files": layout.files_read(ln.where(F.col("stage") == "semantic")),
+        "links_stage_day_files": layout.files_read(ln.where((F.col("stage") == "semantic") & linked_day)),
+    })
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--docs", type=int, default=100_000)
+    p.add_argument("--out", default="/tmp/bench-layout")
+    p.add_argument("--layouts", default=",".join(LAYOUTS))
+    p.add_argument("--max-file-size", help="OPTIMIZE's largest file (default: conf layout.max_file_size)")
+    p.add_argument("--driver-memory", default="5g")
+    p.add_argument("--json", help="append each layout's result as a JSON line to this file")
+    args = p.parse_args(argv)
+    # The generated frame is cached (MEMORY_AND_DISK): a larger heap than the job's local default.
+    conf = load_config(overrides={"spark": {"driver_memory": args.driver_memory}})
+    max_bytes = parse_size(args.max_file_size or conf.layout.max_file_size)
+    spark = get_spark(conf, "bench-layout")
+    shutil.rmtree(args.out, ignore_errors=True)
+    t0 = time.perf_counter()
+    docs = documents_frame(spark, args.docs).cache()
+    links = links_frame(docs).cache()
+    n_docs, n_links = docs.count(), links.count()
+    print(f"{n_docs} documents, {n_links} links generated in {time.perf_counter() - t0:.0f} s; "
+          f"max_file_size {max_bytes} bytes", flush=True)
+    for name in args.layouts.split(","):
+        res = {"docs": n_docs, "links": n_links, "max_file_bytes": max_bytes, **run_layout(spark, name, docs, links,
+                                                                                              args.out, max_bytes)}
+        print(json.dumps(res), flush=True)
+        if args.json:
+            with open(args.json, "a", encoding="utf-8") as f:
+                f.write(json.dumps(res) + "\n")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
