@@ -118,7 +118,7 @@ def test_the_layout_section_is_typed_and_checked():
     conf = load_config()
     assert conf.layout.table("documents").cluster_by == ["published_at"]
     assert conf.layout.table("duplicate_links").cluster_by == ["stage", "linked_at"]
-    assert conf.layout.table("quarantine").cluster_by == [] and conf.layout.max_file_bytes == 32 << 20
+    assert conf.layout.table("quarantine").cluster_by == [] and conf.layout.max_file_bytes == 16 << 20
     with pytest.raises(ConfigError, match=r"layout.max_file_size='lots': expected a positive size"):
         load_config(overrides={"layout": {"max_file_size": "lots"}})
     with pytest.raises(ConfigError, match=r"layout.documents.cluster_by=.*at most 4 columns"):

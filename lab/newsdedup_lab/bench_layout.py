@@ -6,7 +6,7 @@ The cascade is not run: an output of N documents is written directly with the jo
 functions (store.merge_documents, incremental.write_links, layout.prepare_table/optimize), from a
 synthetic documents frame with the documents table's schema. Texts come from lab/synth.py (a block
 of up to 20,000 generated articles, repeated with new ids, each body prefixed by its id so that no
-two rows are equal); published_at is drawn uniformly over three years (synth's span), links are
+two rows are equal, in random order); published_at is drawn uniformly over three years (synth's span), links are
 drawn for 45% of the documents over the four stages. The output is written as a backfill in two
 slices (90% of the ids, then 10%, each slice a run: its own linked_at day), with OPTIMIZE after
 each, as a run does. For each layout it reports the files in each table, the files a one-day, a
@@ -82,7 +82,7 @@ def documents_frame(spark: SparkSession, n: int, seed: int = 7) -> DataFrame:
         F.array(*[F.xxhash64(F.lit(i), "body", "id") for i in range(25)]).alias("mh_bands"),
         F.array().cast("array<string>").alias("flags"),
         F.lit("bench").alias("run_id"),
-    ).withColumn("_h", h)
+    ).withColumn("_h", h).orderBy("_h")   # no run of copies of one text side by side (they would compress away)
 
 
 def links_frame(docs: DataFrame) -> DataFrame:
@@ -187,6 +187,23 @@ def run_layout(spark: SparkSession, name: str, docs: DataFrame, links: DataFrame
     return out
 
 
+def markdown(rows: list[dict]) -> str:
+    """The results of --json as the table in docs/benchmarks-layout.md."""
+    head = ("| docs | layout (documents; links) | documents files | MB | one day: files read | one month | "
+            "one day + lang | links files | one stage: files read | stage + linked day | write s (slices) | "
+            "OPTIMIZE s (slices) | OPTIMIZE rewrote MB (slices) |")
+    lines = [head, "|---:|---|" + "---:|" * 11]
+    for r in rows:
+        pct = 100 * r["docs_day_files"] / r["docs_files"]
+        lines.append(
+            f"| {r['docs']:,} | {r['layout']} ({r['documents_layout']}; {r['links_layout']}) | {r['docs_files']} | "
+            f"{r['docs_mb']:,} | {r['docs_day_files']} ({pct:.1f}%) | {r['docs_month_files']} | "
+            f"{r['docs_day_lang_files']} | {r['links_files']} | {r['links_stage_files']} | "
+            f"{r['links_stage_day_files']} | {' + '.join(map(str, r['write_s']))} | "
+            f"{' + '.join(map(str, r['optimize_s']))} | {' + '.join(map(str, r['optimize_rewrote_mb']))} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--docs", type=int, default=100_000)
@@ -195,7 +212,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-file-size", help="OPTIMIZE's largest file (default: conf layout.max_file_size)")
     p.add_argument("--driver-memory", default="5g")
     p.add_argument("--json", help="append each layout's result as a JSON line to this file")
+    p.add_argument("--markdown", metavar="JSONL", help="print the results in JSONL (from --json) as a table; no run")
     args = p.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown, encoding="utf-8") as f:
+            print(markdown([json.loads(line) for line in f if line.strip()]))
+        return
     # The generated frame is cached (MEMORY_AND_DISK): a larger heap than the job's local default.
     conf = load_config(overrides={"spark": {"driver_memory": args.driver_memory}})
     max_bytes = parse_size(args.max_file_size or conf.layout.max_file_size)

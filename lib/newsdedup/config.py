@@ -419,14 +419,14 @@ class LayoutConfig:
     # the MERGEs are compacted, and rows not yet clustered are clustered.
     optimize_after_run: bool = True
     # The largest file OPTIMIZE writes (spark.databricks.delta.optimize.maxFileSize for its duration).
-    max_file_size: str = "32m"
+    max_file_size: str = "16m"
 
     def validate(self, key: str) -> None:
         try:
             size = parse_size(self.max_file_size)
         except ValueError:
             size = 0
-        _check(size > 0, f"{key}.max_file_size", self.max_file_size, "a positive size such as 32m")
+        _check(size > 0, f"{key}.max_file_size", self.max_file_size, "a positive size such as 16m")
 
     @property
     def max_file_bytes(self) -> int:
