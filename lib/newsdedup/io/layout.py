@@ -3,8 +3,10 @@
 documents is clustered by published_at and duplicate_links by (stage, linked_at) (conf `layout`;
 docs/benchmarks-layout.md has the measurements behind the choice). Delta writes (MERGE, append)
 do not cluster in open-source Delta: they leave new, unclustered files. The OPTIMIZE that follows
-each run (optimize_tables) clusters those files and compacts small ones; files it clustered
-earlier are left alone, so its cost follows what the run wrote, not the table's size. A query
+each run (optimize_tables) clusters those files and compacts small ones. Open-source Delta merges
+them into the existing clustered cubes until a cube passes its size threshold
+(spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold), so on tables
+below it every OPTIMIZE re-clusters the whole table (docs/benchmarks-layout.md has the cost). A query
 filtering on a clustering column then reads only the files whose min/max statistics (kept in
 the Delta log) can hold matching rows.
 
