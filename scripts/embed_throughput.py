@@ -12,7 +12,7 @@ this change: SentenceTransformer.encode, batch_size texts in input order, torch'
 threads; with --spark in its own mapInPandas, as semantic.embed did), torch, onnx or
 onnx-int8. With --spark the Python workers are started once before the first timed run; each
 timed run includes its model load in each worker (as a stage-4 run does). Texts: --real-text FILE (a JSON list of {title, body}, or .parquet with those
-columns), title + newline + body cut to --max-chars like semantic.embedding_text; without it
+columns), title + newline + body cut to --max-chars like embeddings.embedding_text; without it
 synthetic article-sized text. Each run also reports the cosine of its vectors against the
 first run's (same texts). Default model: the packaged all-MiniLM-L6-v2 (works offline).
 PYTHONPATH selects which newsdedup is measured; keys the imported version lacks are left out.
@@ -42,8 +42,8 @@ def synthetic_texts(n: int) -> list[str]:
 
 
 def real_texts(path: str, n: int, max_chars: int) -> list[str]:
-    """Title + newline + body, trimmed, cut to max_chars (semantic.embedding_text); no empty text."""
-    from newsdedup.stages.semantic.step import embedding_text
+    """Title + newline + body, trimmed, cut to max_chars (embeddings.embedding_text); no empty text."""
+    from newsdedup.stages.semantic.embeddings import embedding_text
 
     if path.endswith(".parquet"):
         import pandas as pd

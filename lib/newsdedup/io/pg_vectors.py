@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import pg, pg_documents
-from ..stages.semantic.embeddings import ModelVersionMismatch, require_same_version
+from ..stages.semantic.embeddings import ModelVersionMismatch, require_same_version, vector_literal
 
 DOCUMENT_COLUMNS = ("id", "published_at", "lang", "source", "title", "canonical_url", "model_version", "embedding")
 INDEX_NAME = pg_documents.HNSW_INDEX
@@ -32,11 +32,6 @@ INSERT INTO documents ({cols})
 SELECT DISTINCT ON (id) {cols} FROM documents_staging WHERE load_id = %(load_id)s ORDER BY id
 ON CONFLICT (id) DO UPDATE SET {updates}
 """
-
-
-def vector_literal(values: Sequence[float]) -> str:
-    """pgvector's text form: [0.1,0.2,...]."""
-    return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
 def ensure_schema(dsn: str, dim: int) -> None:
@@ -109,9 +104,11 @@ def nearest(dsn: str, query_vector: Sequence[float], model_version: str) -> list
 
 
 def seed_query_plan(dsn: str, query_vector: Sequence[float]) -> str:
-    """EXPLAIN of SEED_QUERY with sequential scans discouraged (shows whether the HNSW index can serve it)."""
+    """EXPLAIN of SEED_QUERY with sequential and bitmap scans discouraged (shows whether the HNSW index
+    can serve it: on a tiny table a bitmap scan of published_at plus a sort costs less)."""
     with pg.connect(dsn) as conn:
         conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_bitmapscan = off")
         conn.execute(f"PREPARE seed_query(vector) AS {SEED_QUERY}")
         rows = conn.execute(_execute("EXPLAIN EXECUTE", query_vector)).fetchall()
         return "\n".join(r[0] for r in rows)

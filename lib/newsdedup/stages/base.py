@@ -119,14 +119,10 @@ def canonical_at(stage: str, doc: Stored) -> tuple[int, tuple] | None:
     return doc.id, doc.order
 
 
-def active_link_columns(alias: str = "d") -> str:
-    """SQL select list for a stored document's active link and its canonical's date (see `stored_of`)."""
-    return "l.stage, l.canonical_id, c.published_at"
-
-
-def active_link_joins(alias: str = "d") -> str:
-    return (f"LEFT JOIN duplicate_links l ON l.duplicate_id = {alias}.id AND l.reverted_at IS NULL "
-            f"AND l.superseded_at IS NULL LEFT JOIN documents c ON c.id = l.canonical_id")
+# SQL for a stored document `d`: its active link and its canonical's date (the columns `stored_of` takes).
+ACTIVE_LINK_COLUMNS = "l.stage, l.canonical_id, c.published_at"
+ACTIVE_LINK_JOINS = ("LEFT JOIN duplicate_links l ON l.duplicate_id = d.id AND l.reverted_at IS NULL "
+                     "AND l.superseded_at IS NULL LEFT JOIN documents c ON c.id = l.canonical_id")
 
 
 def stored_of(doc_id: int, published_at: datetime | None, link_stage: str | None, link_canonical: int | None,
@@ -162,8 +158,8 @@ class ExactKeyLookup:
 
     def __init__(self, name: str, key: str):
         self.name, self.key = name, key
-        self.sql = (f"SELECT d.{key}, d.id, d.published_at, {active_link_columns()} FROM documents d "
-                    f"{active_link_joins()} WHERE d.{key} = ANY(%(keys)s)")
+        self.sql = (f"SELECT d.{key}, d.id, d.published_at, {ACTIVE_LINK_COLUMNS} FROM documents d "
+                    f"{ACTIVE_LINK_JOINS} WHERE d.{key} = ANY(%(keys)s)")
 
     def memory(self) -> dict[str, tuple[int, tuple]]:
         return {}       # key -> (canonical id, order) among the batch's earlier probes

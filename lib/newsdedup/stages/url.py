@@ -121,7 +121,12 @@ class NormalizedUrl:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()
+        return url_hash(self.key)
+
+
+def url_hash(key: str) -> str:
+    """url_hash: sha256 of a normalised URL's key (what Spark's sha2 gives for the key column)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _split_authority(rest: str) -> tuple[str, str]:

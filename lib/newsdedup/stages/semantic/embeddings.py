@@ -612,6 +612,11 @@ def embedding_dim(model) -> int:
     return int(getter())
 
 
+def vector_literal(values: Sequence[float]) -> str:
+    """pgvector's text form: [0.1,0.2,...] (what the documents load and the live lookup send)."""
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
 # ---------------------------------------------------------------- the text a document is embedded from
 
 JAVA_SPACE = " \t\n\x0b\f\r"   # what Java's \s (the regex in step._blank_to_null) strips

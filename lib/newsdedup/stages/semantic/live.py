@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ..base import LiveHit, Probe, active_link_columns, active_link_joins, stored_of
+from ..base import ACTIVE_LINK_COLUMNS, ACTIVE_LINK_JOINS, LiveHit, Probe, order_of
 from . import embeddings as emb
+from .embeddings import vector_literal
 from .evidence import Facts, facts_of, refusal
 
 if TYPE_CHECKING:
@@ -37,17 +38,13 @@ NEIGHBOURS = 20     # nearest vectors read per probe (the HNSW query's LIMIT)
 
 # The inner query is the seed query's shape (ORDER BY distance LIMIT k) so that the HNSW index serves it.
 NEAREST_SQL = f"""
-SELECT d.id, d.published_at, {active_link_columns()}, d.lang, d.sim, d.facts FROM (
+SELECT d.id, d.published_at, {ACTIVE_LINK_COLUMNS}, d.lang, d.sim, d.facts FROM (
     SELECT id, published_at, lang, facts, 1 - (embedding <=> %(vec)s::vector) AS sim FROM documents
     WHERE model_version = %(version)s AND id <> %(id)s
       AND published_at BETWEEN %(ts)s - %(window)s AND %(ts)s + %(window)s
     ORDER BY embedding <=> %(vec)s::vector LIMIT {NEIGHBOURS}) d
-{active_link_joins()}
+{ACTIVE_LINK_JOINS}
 """
-
-
-def vector_literal(vec) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
 
 
 def facts_json(text: str, published_at, rules) -> str:
@@ -105,7 +102,7 @@ class SemanticLookup:
                 if l_stage is not None or sim is None or sim < self._threshold(lang, o_lang):
                     continue   # suppressed earlier, or itself a stage-4 duplicate: never a canonical
                 if self._allowed(lang, facts, o_lang, Facts.from_row(o_facts or {})):
-                    options.append((stored_of(doc_id, published, None, None, None).order, doc_id, min(1.0, sim)))
+                    options.append((order_of(published, doc_id), doc_id, min(1.0, sim)))
             for o_id, o_order, o_vec, o_lang, o_ts, o_facts, o_dup in memory:
                 sim = float(np.dot(o_vec, vec))
                 if (not o_dup and o_id != p.id and abs(o_ts - ts) <= self.window and sim >= self._threshold(lang, o_lang)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Iterator
 
+import numpy as np
 import pandas as pd
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,7 +33,7 @@ from . import search
 from .live import SemanticLookup
 
 if TYPE_CHECKING:
-    from ...config import EvidenceConfig, SemanticConfig
+    from ...config import EvidenceConfig, SemanticConfig, SemanticThresholds
 
 EMBEDDINGS_TABLE = "embeddings"
 EMBEDDINGS_SCHEMA = T.StructType([
@@ -192,6 +193,80 @@ def vectors_for(spark: SparkSession, texts: DataFrame, sem: "SemanticConfig", ve
     if reused is None:
         return fresh.select(*cols), n_fresh, 0
     return reused.unionByName(fresh.select(*cols)), n_fresh, reused.count()
+
+
+# ---------------------------------------------------------------- neighbours of a slice (incremental.py)
+
+NEAR_SCHEMA = "id long"
+
+
+def lowest_threshold(thr: "SemanticThresholds") -> float:
+    """The lowest cosine any language pair must reach: a pair below it links in no language."""
+    return min(v for v in (thr.same_language, thr.cross_language, *thr.pairs.values()) if v is not None)
+
+
+def near_rows(front: pd.DataFrame, other: pd.DataFrame, window_s: float, low: float,
+              chunk: int = 512) -> np.ndarray:
+    """Ids of `other` (id, ts, embedding) within window_s of some row of `front` (same columns) with a
+    cosine >= low. Vectors are normalised here too; low should sit a little under the threshold so that
+    float rounding (another block layout than search.block_pairs) can only add rows."""
+    if front.empty or other.empty:
+        return np.empty(0, np.int64)
+    fv = _unit(np.stack(front["embedding"].to_numpy()).astype(np.float32))
+    ov = _unit(np.stack(other["embedding"].to_numpy()).astype(np.float32))
+    ft, ot = front["ts"].to_numpy(np.float64), other["ts"].to_numpy(np.float64)
+    hit = np.zeros(len(other), bool)
+    for start in range(0, len(other), int(chunk)):
+        cols = slice(start, start + int(chunk))
+        ok = (fv @ ov[cols].T >= low) & (np.abs(ft[:, None] - ot[None, cols]) <= window_s)
+        hit[cols] = ok.any(axis=0)
+    return other["id"].to_numpy(np.int64)[hit]
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+def near_ids(spark: SparkSession, conf, frontier: DataFrame, dates: DataFrame, output: str | None) -> DataFrame:
+    """Ids of documents that stage 4 could pair with a frontier document: a superset.
+
+    frontier: id, published_at (the order date), lang, title, body. dates: id, published_at of the
+    archive. A document qualifies when it has a vector of the configured model_version within
+    semantic.window_hours of a frontier vector and a cosine >= the lowest threshold of any language
+    pair (the evidence is not checked: it only removes pairs). Frontier documents stage 4 would
+    embed get their vector now (merged into <output>/embeddings, where stage 4 then finds it);
+    documents outside every slice's closure keep the vector an earlier run gave them
+    (incremental.py says why that is enough).
+    """
+    model = emb.resolve(conf.semantic)
+    sem, version = model.sem, model.version
+    texts = with_text(frontier, sem.max_chars)
+    texts = texts.where((F.col("text") != "") & F.col("published_at").isNotNull()
+                        & F.coalesce(F.col("lang").isin(list(model.spec.languages)), F.lit(False)))
+    path = embeddings_path(output)
+    vectors, _, _ = vectors_for(spark, texts.select("id", "text", "text_hash"), sem, version, path)
+    stored = stored_vectors(spark, path, version)
+    if stored is None:
+        return spark.createDataFrame([], NEAR_SCHEMA)
+    window_s = float(sem.window_hours) * 3600
+    low = lowest_threshold(model.pair_thresholds()) - 1e-5
+    ts = F.col("published_at").cast("double")
+    bucket = F.floor(ts / F.lit(window_s)).cast("long")
+    front = (vectors.join(texts.select("id", "published_at"), "id")
+             .select("id", ts.alias("ts"), "embedding", bucket.alias("home")))
+    # A pair within the window lies in the same or in adjacent buckets: the frontier visits three.
+    front = front.select("id", "ts", "embedding",
+                         F.explode(F.array(*[F.col("home") + d for d in (-1, 0, 1)])).alias("bucket"))
+    front = clustering.cut_lineage(front)
+    other = (stored.select("id", "embedding").join(dates.where(F.col("published_at").isNotNull())
+                                                    .select("id", ts.alias("ts"), bucket.alias("bucket")), "id")
+             .join(front.select("bucket").distinct(), "bucket", "left_semi"))
+
+    def near(f: pd.DataFrame, o: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({"id": near_rows(f, o, window_s, low)})
+
+    return (front.groupBy("bucket").cogroup(other.groupBy("bucket"))
+            .applyInPandas(near, NEAR_SCHEMA).distinct())
 
 
 # ---------------------------------------------------------------- the stage

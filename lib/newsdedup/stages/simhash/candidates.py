@@ -32,16 +32,20 @@ Every candidate is then verified on the two documents' exact shingle sets
 
 from __future__ import annotations
 
+from functools import lru_cache
+from hashlib import blake2b
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numba import njit
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ...clustering import cut_lineage
+from .reference import mix64
 
 if TYPE_CHECKING:
     from ...config import LanguageSpec, SimhashConfig
@@ -84,6 +88,73 @@ def expected_random_candidates(n_docs: int, blocks: int, max_hamming: int) -> fl
 
 def minhash_candidate_probability(jaccard: float, bands: int, rows: int) -> float:
     return 1.0 - (1.0 - jaccard ** rows) ** bands
+
+
+# ---------------------------------------------------------------- bucket codes (pure)
+
+def _salt(lang: str, found_by: int, slot: int) -> int:
+    """A fixed 64-bit value per (language, search, table or band): codes of different buckets differ."""
+    return int.from_bytes(blake2b(f"{lang}\x1f{found_by}\x1f{slot}".encode(), digest_size=8).digest(), "little")
+
+
+@lru_cache(maxsize=64)
+def _layout(lang: str, blocks: int, max_hamming: int, n_bands: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(table masks, table salts, band salts) as uint64 arrays for one language."""
+    masks = np.array([m & (2 ** 64 - 1) for m in table_masks(blocks, max_hamming)], np.uint64)
+    tables = np.array([_salt(lang, TABLES, t) for t in range(len(masks))], np.uint64)
+    bands = np.array([_salt(lang, MINHASH, b) for b in range(n_bands)], np.uint64)
+    return masks, tables, bands
+
+
+def bucket_codes(lang: str | None, simhash_w: int | None, mh_bands: Sequence[int] | None,
+                 sim_conf: "SimhashConfig") -> list[int]:
+    """The codes of the batch buckets one document falls in: one per Manku table of its
+    language (the table's key bits of simhash_w) and one per MinHash band. Empty without
+    simhash_w (the batch leaves such documents out of stage 3 too)."""
+    if simhash_w is None:
+        return []
+    spec = sim_conf.language(lang)
+    name = lang if lang is not None else "default"     # candidates._exploded: a null lang is "default"
+    bands = list(mh_bands or ())
+    masks, table_salts, band_salts = _layout(name, spec.blocks, spec.max_hamming, len(bands))
+    fp = np.uint64(int(simhash_w) & (2 ** 64 - 1))
+    codes = mix64((masks & fp) ^ table_salts)
+    if bands:
+        values = np.array([int(b) & (2 ** 64 - 1) for b in bands], np.uint64)
+        codes = np.concatenate((codes, mix64(values ^ band_salts)))
+    return codes.view(np.int64).tolist()
+
+
+def code_rows(lang: pa.Array, simhash_w: pa.Array, mh_bands: pa.Array,
+              sim_conf: "SimhashConfig") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """bucket_codes for a whole Arrow batch at once, flattened: (row, code, is_table), one entry per
+    code of each row (a row's codes are exactly bucket_codes' for it, in another order).
+
+    lang: string, simhash_w: int64, mh_bands: list<int64>, all of one batch. The closure of an
+    incremental run scans every stored document with this each round, so it stays in numpy."""
+    n = len(simhash_w)
+    has_fp = ~np.asarray(simhash_w.is_null().to_numpy(zero_copy_only=False), bool)
+    fps = np.asarray(simhash_w.fill_null(0).to_numpy(), np.int64).view(np.uint64)
+    names = np.asarray(lang.fill_null("default").to_numpy(zero_copy_only=False), object)
+    lengths = np.asarray(pc.list_value_length(mh_bands).fill_null(0).to_numpy(), np.int64)
+    values = np.asarray(pc.list_flatten(mh_bands).to_numpy(), np.int64).view(np.uint64)
+    value_row = np.repeat(np.arange(n), lengths)
+    position = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    rows, codes, tables = [], [], []
+    for name in np.unique(names[has_fp]) if has_fp.any() else ():
+        spec = sim_conf.language(name)
+        mine = np.flatnonzero(has_fp & (names == name))
+        in_lang = has_fp[value_row] & (names[value_row] == name)
+        width = int(position[in_lang].max()) + 1 if in_lang.any() else 0
+        masks, table_salts, band_salts = _layout(name, spec.blocks, spec.max_hamming, width)
+        table_codes = mix64((masks[None, :] & fps[mine][:, None]) ^ table_salts[None, :])
+        rows += [np.repeat(mine, len(masks)), value_row[in_lang]]
+        codes += [table_codes.ravel(), mix64(values[in_lang] ^ band_salts[position[in_lang]])]
+        tables += [np.ones(table_codes.size, bool), np.zeros(int(in_lang.sum()), bool)]
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool)
+    return (np.concatenate(rows).astype(np.int64), np.concatenate(codes).view(np.int64),
+            np.concatenate(tables))
 
 
 # ---------------------------------------------------------------- per-language expressions
@@ -276,6 +347,21 @@ def _scan(sim_conf: "SimhashConfig", with_tables: bool):
     return run
 
 
+def bucket_rows(docs: DataFrame, sim_conf: "SimhashConfig",
+                found_by: tuple[int, ...] = (TABLES, MINHASH)) -> DataFrame:
+    """One row per (document, table) and (document, MinHash band): bucket (one long), found_by, slot,
+    lang_code, fp, id. Two documents are a candidate only if they share a bucket (and, in a table,
+    are within max_hamming bits): incremental.py follows the same rows from a slice into the archive."""
+    langs = language_codes(sim_conf)
+    lang_code = F.lit(0)
+    for i, name in enumerate(langs[1:], start=1):
+        lang_code = F.when(F.col("lang") == name, F.lit(i)).otherwise(lang_code)
+    return _exploded(docs, sim_conf, found_by).select(
+        F.xxhash64("lang", "found_by", "slot", "value").alias("bucket"),
+        F.col("found_by").cast("int").alias("found_by"), F.col("slot").cast("int").alias("slot"),
+        lang_code.cast("int").alias("lang_code"), "fp", "id")
+
+
 def candidate_pairs(docs: DataFrame, sim_conf: "SimhashConfig",
                     found_by: tuple[int, ...] = (TABLES, MINHASH)) -> tuple[DataFrame, DataFrame]:
     """(pairs a < b with lang, found_by, distance; ids of documents in split buckets with their found_by).
@@ -288,13 +374,7 @@ def candidate_pairs(docs: DataFrame, sim_conf: "SimhashConfig",
 
     found_by: which searches run (the MinHash-only baseline of the benchmark runs MINHASH alone)."""
     langs = language_codes(sim_conf)
-    rows = _exploded(docs, sim_conf, found_by)
-    lang_code = F.lit(0)
-    for i, name in enumerate(langs[1:], start=1):
-        lang_code = F.when(F.col("lang") == name, F.lit(i)).otherwise(lang_code)
-    rows = rows.select(F.xxhash64("lang", "found_by", "slot", "value").alias("bucket"),
-                       F.col("found_by").cast("int").alias("found_by"), F.col("slot").cast("int").alias("slot"),
-                       lang_code.cast("int").alias("lang_code"), "fp", "id")
+    rows = bucket_rows(docs, sim_conf, found_by)
     scanned = cut_lineage(rows.repartition("bucket").sortWithinPartitions("bucket", "found_by", "slot", "fp", "id")
                           .mapInArrow(_scan(sim_conf, TABLES in found_by), PAIR_SCHEMA))
     lang = F.element_at(F.array(*[F.lit(name) for name in langs]), F.col("lang_code") + 1)

@@ -5,7 +5,7 @@ What Postgres holds for stage 3 (documents columns, written by the documents COP
 `stored_columns`, and by `check --insert` from the same function):
 - simhash_w, mh_bands: prepare's stored keys (the package docstring);
 - sim_buckets bigint[] under a GIN index: one code per Manku table of simhash_w and one per
-  MinHash band (`bucket_codes`): two documents share a code exactly when the batch puts them in
+  MinHash band (`candidates.bucket_codes`): two documents share a code exactly when the batch puts them in
   one bucket (up to a 64-bit hash collision, which the candidate rule below removes again);
 - shingles bytea (the sorted shingle set as little-endian int32), nums text[], names text[]:
   what verification reads (verify.Features), computed by verify.PairFeatures as in the batch.
@@ -27,17 +27,16 @@ a batch run, the lookup links it to the stored canonical (stored links are never
 
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass, field
-from functools import lru_cache
-from hashlib import blake2b
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from ..base import LiveHit, Probe, active_link_columns, active_link_joins, canonical_at, stored_of
-from .candidates import MINHASH, TABLES, table_masks
-from .reference import hamming, mix64
+from ..base import ACTIVE_LINK_COLUMNS, ACTIVE_LINK_JOINS, LiveHit, Probe, canonical_at, stored_of
+from .candidates import bucket_codes
+from .reference import hamming
 from .verify import Features, PairFeatures, features_of, pair_measures, passes
 
 if TYPE_CHECKING:
@@ -46,41 +45,6 @@ if TYPE_CHECKING:
 NAME = "simhash"
 # The stage's own Postgres columns besides prepare's simhash_w and mh_bands (io/pg_documents.py types them).
 STORED = ("sim_buckets", "shingles", "nums", "names")
-
-
-# ---------------------------------------------------------------- bucket codes (pure)
-
-def _salt(lang: str, found_by: int, slot: int) -> int:
-    """A fixed 64-bit value per (language, search, table or band): codes of different buckets differ."""
-    return int.from_bytes(blake2b(f"{lang}\x1f{found_by}\x1f{slot}".encode(), digest_size=8).digest(), "little")
-
-
-@lru_cache(maxsize=64)
-def _layout(lang: str, blocks: int, max_hamming: int, n_bands: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(table masks, table salts, band salts) as uint64 arrays for one language."""
-    masks = np.array([m & (2 ** 64 - 1) for m in table_masks(blocks, max_hamming)], np.uint64)
-    tables = np.array([_salt(lang, TABLES, t) for t in range(len(masks))], np.uint64)
-    bands = np.array([_salt(lang, MINHASH, b) for b in range(n_bands)], np.uint64)
-    return masks, tables, bands
-
-
-def bucket_codes(lang: str | None, simhash_w: int | None, mh_bands: Sequence[int] | None,
-                 sim_conf: "SimhashConfig") -> list[int]:
-    """The codes of the batch buckets one document falls in: one per Manku table of its
-    language (the table's key bits of simhash_w) and one per MinHash band. Empty without
-    simhash_w (the batch leaves such documents out of stage 3 too)."""
-    if simhash_w is None:
-        return []
-    spec = sim_conf.language(lang)
-    name = lang if lang is not None else "default"     # candidates._exploded: a null lang is "default"
-    bands = list(mh_bands or ())
-    masks, table_salts, band_salts = _layout(name, spec.blocks, spec.max_hamming, len(bands))
-    fp = np.uint64(int(simhash_w) & (2 ** 64 - 1))
-    codes = mix64((masks & fp) ^ table_salts)
-    if bands:
-        values = np.array([int(b) & (2 ** 64 - 1) for b in bands], np.uint64)
-        codes = np.concatenate((codes, mix64(values ^ band_salts)))
-    return codes.view(np.int64).tolist()
 
 
 def batch_pairs(lang_a: str | None, fp_a: int, bands_a: Sequence[int] | None,
@@ -122,7 +86,7 @@ def stored_batch(conf: "Config"):
 # ---------------------------------------------------------------- the lookup
 
 CANDIDATES_SQL = f"""
-SELECT s.i, d.id, d.published_at, {active_link_columns()}, d.lang, d.simhash_w, d.mh_bands,
+SELECT s.i, d.id, d.published_at, {ACTIVE_LINK_COLUMNS}, d.lang, d.simhash_w, d.mh_bands,
        d.shingles, d.nums, d.names
 FROM unnest(%(ids)s::bigint[], %(langs)s::text[], %(lo)s::int[], %(hi)s::int[]) WITH ORDINALITY
      AS s(pid, lang, lo, hi, i)
@@ -131,7 +95,7 @@ CROSS JOIN LATERAL (
     FROM documents x
     WHERE x.sim_buckets && (%(codes)s::bigint[])[s.lo:s.hi] AND x.lang IS NOT DISTINCT FROM s.lang
       AND x.id <> s.pid) d
-{active_link_joins()}
+{ACTIVE_LINK_JOINS}
 """
 FEATURES_SQL = "SELECT id, shingles, nums, names FROM documents WHERE id = ANY(%(ids)s)"
 
@@ -230,7 +194,8 @@ class SimhashLookup:
                         pair_measures([todo[i].extra[NAME][0] for i, _ in pairs], right), self.sim_conf)
         # 3. In input order, each probe links to the earliest canonical its verified pairs reach.
         reached: dict[int, list[tuple[int, tuple]]] = {}
-        known: dict[int, Features] = dict(memory.features)
+        # The batch's own features are read through, not copied: memory grows with the whole call.
+        known: ChainMap[int, Features] = ChainMap({}, memory.features)
         for (i, other), good in zip(pairs, ok):
             if good:
                 reached.setdefault(i, []).append(other)
@@ -244,12 +209,13 @@ class SimhashLookup:
             if best is not None:
                 chosen[p.id] = (p, best[0])
             here[i].canonical = best if best is not None else (p.id, p.order)
-            known[p.id] = memory.features[p.id] = here[i].features
+            memory.features[p.id] = here[i].features
             for code in p.extra[NAME][1]:
                 memory.by_code.setdefault(code, []).append(here[i])
         return self._scored(conn, chosen, known)
 
-    def _scored(self, conn, chosen: dict[int, tuple[Probe, int]], known: dict[int, Features]) -> dict[int, LiveHit]:
+    def _scored(self, conn, chosen: dict[int, tuple[Probe, int]],
+                known: "ChainMap[int, Features]") -> dict[int, LiveHit]:
         """Each chosen link scored by the probe's Jaccard with its canonical (fetching canonicals
         that were not among the candidates: members link to them, the probe need not)."""
         missing = sorted({c for _, c in chosen.values() if c not in known})

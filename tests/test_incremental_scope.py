@@ -1,0 +1,83 @@
+"""An incremental run reruns the slice's closure: each pair relation brings in the stored documents it must.
+
+Three stored documents are each related to one newcomer by one relation only (the same URL, the
+same short text without a SimHash, a near-duplicate text), and an older newcomer takes each of
+their clusters over. Four other stored documents (one stored link among them) are related to
+nothing new. The slice's run must rerun exactly the six related documents and end with the links
+of one run over everything; a closure that misses a relation leaves a stored document canonical
+where the full run links it (drop the content-hash join in incremental.closure and this test fails).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+import pytest
+
+from newsdedup import job
+from newsdedup.io import store
+
+DAY1, DAY2 = pd.Timestamp("2024-05-01 06:00", tz="UTC"), pd.Timestamp("2024-05-02 06:00", tz="UTC")
+
+
+def text(seed: int, words: int = 80) -> str:
+    rng = random.Random(seed)
+    return " ".join(f"w{rng.randrange(100_000)}" for _ in range(words)) + "."
+
+
+def edited(body: str) -> str:
+    words = body.split()
+    words[10], words[50] = "changed", "edited"
+    return " ".join(words)
+
+
+def row(i, url, title, body, when):
+    return {"id": i, "url": url, "title": title, "body": body, "published_at": when, "source": "s", "lang": "en"}
+
+
+STORED = [
+    row(10, "https://a.example/story-1", "Story one", text(1), DAY2),
+    row(20, "https://a.example/short-2", "Rain stops play", "Match abandoned.", DAY2),
+    row(30, "https://a.example/long-3", "Story three", text(3), DAY2),
+    row(40, "https://b.example/4", "Unrelated four", text(4), DAY2),
+    row(41, "https://b.example/5", "Unrelated five", text(5), DAY2),
+    row(42, "https://b.example/6", "Unrelated six", text(6), DAY1),
+    row(43, "https://b.example/7", "Unrelated six", edited(text(6)), DAY2),   # a stored link, 43 -> 42
+]
+NEW = [
+    row(11, "https://a.example/story-1", "Story one, rewritten", text(11), DAY1),   # same URL
+    row(21, "https://c.example/other-21", "Rain stops play", "Match abandoned.", DAY1),   # same short text
+    row(31, "https://c.example/other-31", "Story three", edited(text(3)), DAY1),   # near-duplicate
+]
+
+
+def keyset(df):
+    return {(r.duplicate_id, r.canonical_id, r.stage, round(r.score, 9)) for r in df.collect()}
+
+
+@pytest.fixture(scope="module")
+def outcome(spark, conf, tmp_path_factory):
+    root = tmp_path_factory.mktemp("scope")
+    paths = {}
+    for name, rows in (("stored", STORED), ("new", NEW), ("all", STORED + NEW)):
+        paths[name] = str(root / f"{name}.parquet")
+        pd.DataFrame(rows).astype({"published_at": "datetime64[us, UTC]"}).to_parquet(paths[name])
+    full = job.run(spark, paths["all"], str(root / "full"), conf, load_pg=False)
+    out = str(root / "slices")
+    job.run(spark, paths["stored"], out, conf, load_pg=False)
+    second = job.run(spark, paths["new"], out, conf, load_pg=False)
+    return keyset(store.read(spark, str(root / "full"), "duplicate_links")), keyset(
+        store.active_links(spark, out)), full, second
+
+
+def test_each_relation_brings_in_its_stored_document_and_nothing_else(outcome):
+    whole, active, full, second = outcome
+    # Every relation links: 10 -> 11 (url), 20 -> 21 (content), 30 -> 31 (simhash), and 43 -> 42.
+    assert {(d, c, s) for d, c, s, _ in whole} == {(10, 11, "url"), (20, 21, "content"), (30, 31, "simhash"),
+                                                   (43, 42, "simhash")}
+    assert active == whole
+    assert second.counts["incremental.affected_documents"] == 6      # 11, 21, 31 and 10, 20, 30
+    assert second.counts["existing_documents"] == len(STORED)
+    assert [second.counts[k] for k in ("links.total", "unique_documents")] == \
+        [full.counts[k] for k in ("links.total", "unique_documents")]
