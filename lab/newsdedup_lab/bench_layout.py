@@ -187,6 +187,100 @@ def run_layout(spark: SparkSession, name: str, docs: DataFrame, links: DataFrame
     return out
 
 
+# name -> max_read_share given to layout.optimize (None: Delta's own 100 GiB cube threshold)
+POLICIES = {"full": None, "new": 1.0, "tiered": 0.04}
+SAMPLE_DAYS = 20
+
+
+def _day(d: datetime):
+    return F.col("published_at").between(F.lit(d.strftime("%Y-%m-%d")).cast("timestamp"),
+                                         F.lit(d.strftime("%Y-%m-%d") + " 23:59:59.999999").cast("timestamp"))
+
+
+def _reads(spark: SparkSession, dpath: str, lpath: str, stage_day: datetime) -> dict:
+    """Files read by the readers' queries, and the table's files and cubes, from the Delta log."""
+    d = spark.read.format("delta").load(dpath)
+    ln = spark.read.format("delta").load(lpath)
+    days = [datetime(2023, 1, 1) + timedelta(days=int(i * 1095 / SAMPLE_DAYS) + 3) for i in range(SAMPLE_DAYS)]
+    day_reads = [layout.files_read(d.where(_day(x))) for x in days]
+    month = (F.col("published_at") >= F.lit("2024-06-01").cast("timestamp")) & \
+            (F.col("published_at") < F.lit("2024-07-01").cast("timestamp"))
+    c = layout.cubes(spark, dpath)
+    return {"docs_files": layout.detail(spark, dpath)[0], "docs_cubes": len(c.sizes),
+            "docs_unclustered": c.unclustered_files, "docs_mb": round(_size_mb(spark, dpath), 1),
+            "day_files": layout.files_read(d.where(_day(datetime.fromisoformat(QUERY_DAY)))),
+            "day_files_max": max(day_reads), "day_files_mean": round(sum(day_reads) / len(day_reads), 2),
+            "month_files": layout.files_read(d.where(month)),
+            "links_files": layout.detail(spark, lpath)[0],
+            "links_stage_files": layout.files_read(ln.where(F.col("stage") == "semantic")),
+            "links_stage_day_files": layout.files_read(
+                ln.where((F.col("stage") == "semantic") & (F.col("linked_at") >= F.lit(stage_day).cast("timestamp"))))}
+
+
+def _slice_step(spark: SparkSession, docs: DataFrame, links: DataFrame, dpath: str, lpath: str, lo: int, hi: int,
+                k: int, max_bytes: int, share: float | None) -> dict:
+    """One backfill slice (ids with id % 100 in [lo, hi)) written as a run does, then OPTIMIZE under a policy."""
+    now = RUN_DAY + timedelta(days=k)
+    t0 = time.perf_counter()
+    part = docs.where((F.pmod("id", F.lit(100)) >= lo) & (F.pmod("id", F.lit(100)) < hi)).drop("_h")
+    layout.prepare_table(spark, dpath, "documents", part.schema, ["published_at"])
+    layout.prepare_table(spark, lpath, "duplicate_links", incremental.TABLE_SCHEMA, ["stage", "linked_at"])
+    store.merge_documents(spark, part, dpath)
+    # The run's links are those of its documents (scope: its ids), as an incremental run writes them.
+    scope = part.select("id")
+    incremental.write_links(spark, links.where((F.pmod("duplicate_id", F.lit(100)) >= lo)
+                                               & (F.pmod("duplicate_id", F.lit(100)) < hi)),
+                            lpath, f"run{k}", now, scope=scope)
+    write_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    db, da = layout.optimize(spark, dpath, max_bytes, share)
+    lb, la = layout.optimize(spark, lpath, max_bytes, share)
+    opt_s = time.perf_counter() - t0
+    return {"slice": k, "share_pct": hi - lo, "write_s": round(write_s, 1), "optimize_s": round(opt_s, 1),
+            "docs_rewritten_mb": round(_rewritten_mb(spark, dpath), 1),
+            "links_rewritten_mb": round(_rewritten_mb(spark, lpath), 1),
+            "docs_files_before_after": [db, da], "links_files_before_after": [lb, la],
+            **_reads(spark, dpath, lpath, now)}
+
+
+def run_slices(spark: SparkSession, docs: DataFrame, links: DataFrame, root: str, max_bytes: int,
+               slices: list[int], policies: list[str], emit=lambda row: None) -> list[dict]:
+    """A backfill in slices (percent of the ids each): the first is written once, then copied for each policy."""
+    edges = [0]
+    for pct in slices:
+        edges.append(edges[-1] + pct)
+    assert edges[-1] <= 100, "slices add up to more than 100%"
+    base = f"{root}/base"
+    first = _slice_step(spark, docs, links, f"{base}/documents", f"{base}/duplicate_links", 0, edges[1], 0,
+                        max_bytes, None)   # one cube of everything under every policy
+    rows = []
+    for name in policies:
+        shutil.copytree(base, f"{root}/{name}")
+        dpath, lpath = f"{root}/{name}/documents", f"{root}/{name}/duplicate_links"
+        rows.append({"policy": name, **first})
+        emit(rows[-1])
+        for k in range(1, len(slices)):
+            rows.append({"policy": name, **_slice_step(spark, docs, links, dpath, lpath, edges[k], edges[k + 1], k,
+                                                       max_bytes, POLICIES[name])})
+            emit(rows[-1])
+    return rows
+
+
+def markdown_slices(rows: list[dict]) -> str:
+    """The per-slice results of --slices as the table in docs/benchmarks-layout.md."""
+    head = ("| docs | policy | slice | % | write s | OPTIMIZE s | rewrote MB (docs + links) | documents files | "
+            "cubes | one day: files read (QUERY_DAY; max of 20 days) | % of files (max) | one month | "
+            "links files | one stage | stage + run day |")
+    lines = [head, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r['docs']:,} | {r['policy']} | {r['slice']} | {r['share_pct']} | {r['write_s']} | {r['optimize_s']} | "
+            f"{r['docs_rewritten_mb']} + {r['links_rewritten_mb']} | {r['docs_files']} | {r['docs_cubes']} | "
+            f"{r['day_files']}; {r['day_files_max']} | {100 * r['day_files_max'] / r['docs_files']:.1f}% | "
+            f"{r['month_files']} | {r['links_files']} | {r['links_stage_files']} | {r['links_stage_day_files']} |")
+    return "\n".join(lines)
+
+
 def markdown(rows: list[dict]) -> str:
     """The results of --json as the table in docs/benchmarks-layout.md."""
     head = ("| docs | layout (documents; links) | documents files | MB | one day: files read | one month | "
@@ -213,10 +307,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--driver-memory", default="5g")
     p.add_argument("--json", help="append each layout's result as a JSON line to this file")
     p.add_argument("--markdown", metavar="JSONL", help="print the results in JSONL (from --json) as a table; no run")
+    p.add_argument("--slices", help="a backfill in slices, percent of the ids each (e.g. 90,2,2,2,2,2), liquid "
+                                    "layout, OPTIMIZE after each under each of --policies; one JSON line per slice")
+    p.add_argument("--policies", default=",".join(POLICIES), help=f"OPTIMIZE policies for --slices: {POLICIES}")
     args = p.parse_args(argv)
     if args.markdown:
         with open(args.markdown, encoding="utf-8") as f:
-            print(markdown([json.loads(line) for line in f if line.strip()]))
+            rows = [json.loads(line) for line in f if line.strip()]
+        print(markdown_slices(rows) if rows and "policy" in rows[0] else markdown(rows))
         return
     # The generated frame is cached (MEMORY_AND_DISK): a larger heap than the job's local default.
     conf = load_config(overrides={"spark": {"driver_memory": args.driver_memory}})
@@ -229,6 +327,18 @@ def main(argv: list[str] | None = None) -> None:
     n_docs, n_links = docs.count(), links.count()
     print(f"{n_docs} documents, {n_links} links generated in {time.perf_counter() - t0:.0f} s; "
           f"max_file_size {max_bytes} bytes", flush=True)
+    if args.slices:
+        def emit(row: dict) -> None:
+            row = {"docs": n_docs, "links": n_links, "max_file_bytes": max_bytes, **row}
+            print(json.dumps(row), flush=True)
+            if args.json:
+                with open(args.json, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
+
+        run_slices(spark, docs, links, args.out, max_bytes, [int(x) for x in args.slices.split(",")],
+                   args.policies.split(","), emit)
+        spark.stop()
+        return
     for name in args.layouts.split(","):
         res = {"docs": n_docs, "links": n_links, "max_file_bytes": max_bytes, **run_layout(spark, name, docs, links,
                                                                                               args.out, max_bytes)}

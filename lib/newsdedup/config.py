@@ -426,6 +426,11 @@ class LayoutConfig:
     optimize_after_run: bool = True
     # The largest file OPTIMIZE writes (spark.databricks.delta.optimize.maxFileSize for its duration).
     max_file_size: str = "16m"
+    # Incremental clustering (io/layout.py cube_threshold): a run's new files become a cube of their
+    # own and the existing cubes are left alone, unless the cubes would be more than this share of
+    # the table's files (a query on the clustering column reads about one file per cube): then the
+    # smallest cubes are merged into the new one.
+    max_read_share: float = 0.04
 
     def validate(self, key: str) -> None:
         try:
@@ -433,6 +438,8 @@ class LayoutConfig:
         except ValueError:
             size = 0
         _check(size > 0, f"{key}.max_file_size", self.max_file_size, "a positive size such as 16m")
+        _check(0 < self.max_read_share <= 1, f"{key}.max_read_share", self.max_read_share,
+               "a share of the files above 0 and at most 1")
 
     @property
     def max_file_bytes(self) -> int:
