@@ -5,8 +5,10 @@ docs/benchmarks-layout.md has the measurements behind the choice). Delta writes 
 do not cluster in open-source Delta: they leave new, unclustered files. The OPTIMIZE that follows
 each run (optimize_tables) clusters those files and compacts small ones. Open-source Delta merges
 them into the existing clustered cubes until a cube passes its size threshold
-(spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold), so on tables
-below it every OPTIMIZE re-clusters the whole table (docs/benchmarks-layout.md has the cost). A query
+(spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold, 100 GiB), so left
+to its default every OPTIMIZE re-clusters the whole table. optimize sets that threshold for each
+OPTIMIZE instead (cube_threshold, conf layout.max_read_share): the run's new files become a cube of
+their own and the smallest cubes are merged only when there would be too many. A query
 filtering on a clustering column then reads only the files whose min/max statistics (kept in
 the Delta log) can hold matching rows.
 
@@ -111,7 +113,10 @@ class Cubes:
 
 
 def cubes(spark: SparkSession, path: str) -> Cubes:
-    """The table's cubes, read from the current snapshot's add actions (Delta's own log reader)."""
+    """The table's cubes, read from the current snapshot's add actions (Delta's own log reader).
+
+    Through the JVM: DeltaLog.update(stalenessAcceptable, checkIfUpdatedSinceTs, catalogTableOpt) is
+    delta-spark's internal API (4.x); tests/test_layout.py fails if another version changes it."""
     from pyspark.sql import functions as F
 
     jvm = spark._jvm
