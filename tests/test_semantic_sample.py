@@ -120,6 +120,11 @@ def test_the_notebook_runs_against_the_sample_output(sample_run, spark, tmp_path
     assert f"stage 4 refusals: {n_refused}\n" in text
     assert f"stage 4: {VERSION}" in text
     assert "simhash" in text and "url" in text
+    # The one-day query over the clustered documents table, with the files it reads (conf layout).
+    assert re.search(r"^documents: \d+ file\(s\), clustered by published_at; one day \(2024-03-04\): "
+                     r"\d+ documents: 1 file\(s\) read$", text, re.M), text
+    assert re.search(r"^duplicate_links: \d+ file\(s\), clustered by stage, linked_at; stage content: "
+                     r"1 file\(s\) read$", text, re.M), text
     # Stage 4's one link, with both titles, and no Bangla document in any stage-4 line.
     assert "stage 4 links: 1\n" in text
     line = next(x for x in text.splitlines() if x.startswith("  38 [en] -> 1 [en]"))

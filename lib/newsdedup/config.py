@@ -420,6 +420,65 @@ class LockConfig:
                f"more than twice lock.heartbeat_s={self.heartbeat_s}")
 
 
+# Delta allows at most this many clustering columns per table.
+MAX_CLUSTER_COLUMNS = 4
+
+
+def parse_size(text: str) -> int:
+    """'64m' -> 67108864 bytes (k, m, g; an optional trailing b; a bare number is bytes)."""
+    m = re.fullmatch(r"(\d+)([kmg]?)b?", text.strip().lower())
+    if m is None:
+        raise ValueError(f"not a size: {text!r}")
+    return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2)]
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """How one Delta table is laid out for its readers (io/layout.py, docs/benchmarks-layout.md)."""
+
+    # Liquid clustering columns; [] leaves the table unclustered (OPTIMIZE then only compacts).
+    cluster_by: list[str] = field(default_factory=list)
+
+    def validate(self, key: str) -> None:
+        _check(len(self.cluster_by) <= MAX_CLUSTER_COLUMNS, f"{key}.cluster_by", self.cluster_by,
+               f"at most {MAX_CLUSTER_COLUMNS} columns (Delta's limit for liquid clustering)")
+        _check(len(set(self.cluster_by)) == len(self.cluster_by) and all(c.strip() for c in self.cluster_by),
+               f"{key}.cluster_by", self.cluster_by, "distinct, non-empty column names")
+
+
+@dataclass(frozen=True)
+class LayoutConfig:
+    documents: TableLayout = field(default_factory=TableLayout)
+    duplicate_links: TableLayout = field(default_factory=TableLayout)
+    # OPTIMIZE documents, duplicate_links and quarantine after each run's writes: small files from
+    # the MERGEs are compacted, and rows not yet clustered are clustered.
+    optimize_after_run: bool = True
+    # The largest file OPTIMIZE writes (spark.databricks.delta.optimize.maxFileSize for its duration).
+    max_file_size: str = "16m"
+    # Incremental clustering (io/layout.py cube_threshold): a run's new files become a cube of their
+    # own and the existing cubes are left alone, unless the cubes would be more than this share of
+    # the table's files (a query on the clustering column reads about one file per cube): then the
+    # smallest cubes are merged into the new one.
+    max_read_share: float = 0.04
+
+    def validate(self, key: str) -> None:
+        try:
+            size = parse_size(self.max_file_size)
+        except ValueError:
+            size = 0
+        _check(size > 0, f"{key}.max_file_size", self.max_file_size, "a positive size such as 16m")
+        _check(0 < self.max_read_share <= 1, f"{key}.max_read_share", self.max_read_share,
+               "a share of the files above 0 and at most 1")
+
+    @property
+    def max_file_bytes(self) -> int:
+        return parse_size(self.max_file_size)
+
+    def table(self, name: str) -> TableLayout:
+        """The layout of table `name`; tables not configured here are left unclustered."""
+        return getattr(self, name, TableLayout()) if name in ("documents", "duplicate_links") else TableLayout()
+
+
 @dataclass(frozen=True)
 class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
@@ -430,6 +489,7 @@ class Config:
     semantic: SemanticConfig = field(default_factory=SemanticConfig)
     postgres: PostgresConfig = field(default_factory=PostgresConfig)
     lock: LockConfig = field(default_factory=LockConfig)
+    layout: LayoutConfig = field(default_factory=LayoutConfig)
     # The merged YAML this was built from, so that overrides can be applied on top.
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

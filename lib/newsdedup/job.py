@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from . import incremental, progress, runstate
 from .cascade import run_cascade
 from .errors import UserError
-from .io import lock, paths, pg, pg_documents, store
+from .io import layout, lock, paths, pg, pg_documents, store
 from .io.input import Input, check_columns, open_input
 from .io.input_check import shown
 from .report import RunReport, StepReport, new_run_id
@@ -94,7 +94,7 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
             return report
         if held is not None:
             held.ensure_held()   # a run that stalled and lost its lock writes nothing
-        changed = _write(spark, result, output, report, now, state)
+        changed = _write(spark, result, output, conf, report, now, state)
         if load_pg:
             written = None
             if result.scope is not None and changed is not None:   # an incremental run loads what it changed
@@ -120,14 +120,15 @@ def _report_skipped(report: RunReport, given: Input, output: str) -> None:
     report.notes.extend(f"skipped {shown(b.path)}: {b.reason}" for b in given.skipped)
 
 
-def _write(spark, result, output: str, report: RunReport, now: datetime,
+def _write(spark, result, output: str, conf: "Config", report: RunReport, now: datetime,
            state: "runstate.Persisted") -> "DataFrame | None":
-    """The three Delta writes; each is idempotent, so a write killed half-way is simply repeated.
+    """The three Delta writes, then OPTIMIZE; each is idempotent, so a step killed half-way is simply repeated.
 
     Returns the keys of the links the write changed (kept with the step, for a resumed load)."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
 
     def write() -> StepOutput:
+        notes = _prepare_layout(spark, result.documents.withColumn("run_id", run_col).schema, output, conf)
         # The links computed over the affected documents replace their active ones (incremental.py).
         changed: list = []
         actions = incremental.write_links(spark, result.links, store.table_path(output, "duplicate_links"),
@@ -138,11 +139,27 @@ def _write(spark, result, output: str, report: RunReport, now: datetime,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
                                 store.table_path(output, "quarantine"))
         keys = changed[0].select(*store.LINK_KEY)
-        return StepOutput({"changed": keys}, StepReport(counts={f"links.{k}": v for k, v in actions.items()}))
+        return StepOutput({"changed": keys}, StepReport(counts={f"links.{k}": v for k, v in actions.items()},
+                                                        notes=notes))
 
     done = state.step("write_delta", write, lambda r: f"{r.counts['links.new']} new links")
     report.add(done.report)
+    if conf.layout.optimize_after_run:
+        opt = state.step("optimize_delta", lambda: StepOutput({}, layout.optimize_tables(spark, output, conf.layout)),
+                         lambda r: " ".join(f"{t}: {r.counts[f'files.{t}.before']}->{r.counts[f'files.{t}.after']} files"
+                                            for t in layout.OPTIMIZED_TABLES if f"files.{t}.after" in r.counts))
+        report.add(opt.report)
     return done.frames.get("changed")   # None from a run state written before it was kept
+
+
+def _prepare_layout(spark, documents_schema, output: str, conf: "Config") -> list[str]:
+    """documents and duplicate_links created clustered (conf layout), or an older table given its clustering."""
+    tables = {"documents": documents_schema, "duplicate_links": incremental.TABLE_SCHEMA}
+    notes = [layout.prepare_table(spark, store.table_path(output, name), name, schema,
+                                  conf.layout.table(name).cluster_by) for name, schema in tables.items()]
+    for note in filter(None, notes):
+        progress.line(note)
+    return [n for n in notes if n]
 
 
 def _written_ids(spark, output: str, conf: "Config", result, now: datetime) -> "DataFrame":
