@@ -19,8 +19,6 @@ code 2, one line, and nothing written.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -29,8 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from newsdedup import cli
 from newsdedup.io import store
+
+from cli_runner import run_cli
 
 UTC = timezone.utc
 T = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -178,13 +177,6 @@ def write_c(path: Path) -> str:
 
 
 # ---------------------------------------------------------------- running
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    return code, out.getvalue(), err.getvalue()
-
 
 @pytest.fixture(scope="module")
 def conf_file(tmp_path_factory):

@@ -15,8 +15,6 @@ Real Spark, real Delta, real files written by pyarrow and damaged byte by byte.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,10 +24,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import types as T
 
-from newsdedup import cli, job
+from newsdedup import job
 from newsdedup.config import InputConfig, load_config
 from newsdedup.io import input as input_io
 from newsdedup.io import input_check, store
+
+from cli_runner import run_cli
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
@@ -68,13 +68,6 @@ def write_damaged_row_group(path: Path, ids, bad: int = 1, per_group: int = 10) 
     data = bytearray(path.read_bytes())
     data[start:start + 64] = b"\xff" * 64
     path.write_bytes(bytes(data))
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
