@@ -29,7 +29,7 @@ import pytest
 
 from newsdedup.io import store
 
-from cli_runner import run_cli
+from cli_runner import run_cli, small_conf
 
 UTC = timezone.utc
 T = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -180,10 +180,7 @@ def write_c(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def conf_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("conf") / "hostile.yaml"
-    path.write_text("spark: {shuffle_partitions: 2, delta_snapshot_partitions: 1}\n"
-                    "input: {max_text_chars: 400}\n", encoding="utf-8")
-    return str(path)
+    return small_conf(tmp_path_factory, "hostile", "max_text_chars: 400")
 
 
 def run_snapshot(spark, src: str, out: Path, conf_file: str):

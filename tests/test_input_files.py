@@ -29,7 +29,7 @@ from newsdedup.config import InputConfig, load_config
 from newsdedup.io import input as input_io
 from newsdedup.io import input_check, store
 
-from cli_runner import run_cli
+from cli_runner import run_cli, small_conf
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
@@ -72,10 +72,7 @@ def write_damaged_row_group(path: Path, ids, bad: int = 1, per_group: int = 10) 
 
 @pytest.fixture(scope="module")
 def conf_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("conf") / "input.yaml"
-    path.write_text("spark: {shuffle_partitions: 2, delta_snapshot_partitions: 1}\n"
-                    "input: {naive_timezone: Asia/Dhaka}\n", encoding="utf-8")
-    return str(path)
+    return small_conf(tmp_path_factory, "input", "naive_timezone: Asia/Dhaka")
 
 
 # ---------------------------------------------------------------- unreadable files
