@@ -347,8 +347,10 @@ def _reached(spark: SparkSession, keys: DataFrame, docs: DataFrame, frontier: np
         pairs = cut_lineage(hits.where(F.col("kind") == PAIR).select("a", "b", "lang").distinct())
         if pairs.isEmpty():
             return by_key
-        ids = pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id"))).distinct()
-        feats = cut_lineage(pair_features(docs, ids, conf))
+        ids = cut_lineage(pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
+                          .distinct())
+        # Broadcast: a shuffle join would move every stored document's text to find these few.
+        feats = cut_lineage(pair_features(docs, _small(ids, ids.count()), conf))
         near = _column(verified(similarity(pairs, feats, "a", "b"), sim_conf).select(F.col("b").alias("id")), "id")
         return np.concatenate((by_key, near))
     finally:
