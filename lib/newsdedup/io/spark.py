@@ -133,7 +133,10 @@ def get_spark(conf: "Config", app_name: str = "newsdedup", path_list: Iterable[s
                    .config("spark.sql.shuffle.partitions", str(sc.shuffle_partitions))
                    .config("spark.databricks.delta.snapshotPartitions", str(sc.delta_snapshot_partitions))
                    .config("spark.ui.enabled", "false")
-                   .config("spark.driver.memory", sc.driver_memory))
+                   .config("spark.driver.memory", sc.driver_memory)
+                   # The job addresses every table by path; a SQL command (OPTIMIZE, ALTER TABLE on
+                   # delta.`path`) would still create ./spark-warehouse wherever the user stands.
+                   .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "newsdedup-warehouse")))
     for key, value in sc.extra.items():
         builder = builder.config(key, str(value))
     log_path = None
