@@ -92,6 +92,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from .clustering import cut_lineage
 from .io import store
@@ -183,10 +184,9 @@ def with_stored(spark: SparkSession, docs: DataFrame, output: str | None,
 
 # What a stored document has in common with the frontier, in a round's hits.
 KEY, PAIR = 0, 1      # a shared url_hash or content_hash (b only); a stage-3 candidate pair (a, b)
-HITS_SCHEMA = T.StructType([T.StructField("a", T.LongType(), True), T.StructField("b", T.LongType(), False),
-                            T.StructField("lang", T.StringType(), True), T.StructField("kind", T.IntegerType(), False)])
 HITS_ARROW = pa.schema([("a", pa.int64()), ("b", pa.int64(), False), ("lang", pa.string()),
                         ("kind", pa.int32(), False)])
+HITS_SCHEMA = from_arrow_schema(HITS_ARROW)
 # Above this many affected documents the closure stops and the run takes the whole archive: a slice
 # that touches so much of it gains nothing from a closure, and the driver keeps the closure's ids.
 MAX_AFFECTED = 2_000_000
@@ -204,6 +204,8 @@ class FrontierIndex:
     codes: np.ndarray        # bucket codes, sorted
     code_row: np.ndarray     # the frontier row of each code
     code_table: np.ndarray   # whether each code is a Manku table's (then max_hamming applies)
+    code_set: pa.Array       # the codes again, as Arrow hashes them for each batch's first lookup
+    max_hamming: np.ndarray  # the language's max_hamming, by frontier row
     urls: pa.Array           # distinct url_hash
     contents: pa.Array       # distinct content_hash
     affected: np.ndarray     # sorted ids already in the closure: no pair to them needs verifying
@@ -214,9 +216,11 @@ class FrontierIndex:
         row, code, table = code_rows(keys["lang"].combine_chunks(), keys["simhash_w"].combine_chunks(),
                                      keys["mh_bands"].combine_chunks(), sim_conf)
         order = np.argsort(code, kind="stable")
-        return cls(ids=keys["id"].to_numpy(), names=_names(keys["lang"]),
+        names = _names(keys["lang"])
+        return cls(ids=keys["id"].to_numpy(), names=names,
                    fps=np.asarray(keys["simhash_w"].fill_null(0).to_numpy(), np.int64).view(np.uint64),
-                   codes=code[order], code_row=row[order], code_table=table[order],
+                   codes=code[order], code_row=row[order], code_table=table[order], code_set=pa.array(code),
+                   max_hamming=np.array([sim_conf.language(x).max_hamming for x in names], np.int64),
                    urls=pc.unique(keys["url_hash"].combine_chunks().drop_null()),
                    contents=pc.unique(keys["content_hash"].combine_chunks().drop_null()), affected=affected)
 
@@ -242,7 +246,7 @@ def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashCo
     row, code, _ = code_rows(batch.column("lang"), batch.column("simhash_w"), batch.column("mh_bands"), sim_conf)
     # A hash lookup first (most codes meet nothing; six times faster than a binary search of all),
     # then the frontier rows of each code met.
-    hit = np.asarray(pc.is_in(pa.array(code), value_set=pa.array(index.codes)).to_numpy(zero_copy_only=False), bool)
+    hit = np.asarray(pc.is_in(pa.array(code), value_set=index.code_set).to_numpy(zero_copy_only=False), bool)
     row, code = row[hit], code[hit]
     lo = np.searchsorted(index.codes, code, "left")
     n = np.searchsorted(index.codes, code, "right") - lo
@@ -252,8 +256,7 @@ def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashCo
     a_row = index.code_row[at]
     names = _names(batch.column("lang"))
     fps = np.asarray(batch.column("simhash_w").fill_null(0).to_numpy(), np.int64).view(np.uint64)
-    max_hamming = np.array([sim_conf.language(x).max_hamming for x in index.names], np.int64)
-    close = np.bitwise_count(index.fps[a_row] ^ fps[b_row]) <= max_hamming[a_row]
+    close = np.bitwise_count(index.fps[a_row] ^ fps[b_row]) <= index.max_hamming[a_row]
     keep = ((index.names[a_row] == names[b_row]) & (~index.code_table[at] | close)
             & (index.ids[a_row] != ids[b_row]) & ~np.isin(ids[b_row], index.affected))
     a, b, lang = index.ids[a_row[keep]], ids[b_row[keep]], index.names[a_row[keep]]
