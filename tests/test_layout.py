@@ -83,6 +83,16 @@ def test_a_cluster_column_the_table_lacks_is_named(spark, tmp_path):
         layout.prepare_table(spark, str(tmp_path / "d"), "documents", docs.schema, ["publishd_at"])
 
 
+def test_a_log_left_without_a_commit_by_a_killed_create_does_not_block_the_next_run(spark, tmp_path):
+    # What a run killed inside DeltaTable.create leaves: _delta_log with no commit in it.
+    path = tmp_path / "links"
+    (path / "_delta_log" / "_staged_commits").mkdir(parents=True)
+    (path / "_delta_log" / ".00000000000000000000.json.1b2c.tmp").write_text("{")
+    docs = synthetic_documents(spark, range(0, 10))
+    assert layout.prepare_table(spark, str(path), "documents", docs.schema, ["published_at"]) is None
+    assert layout.detail(spark, str(path)) == (0, ["published_at"])
+
+
 def test_incremental_runs_keep_the_layout_and_upgrade_an_older_output(spark, conf, tmp_path):
     """Two job runs into one output: the first as an earlier version wrote it (no layout), the second upgrades."""
     from newsdedup_lab import synth

@@ -80,6 +80,12 @@ def prepare_table(spark: SparkSession, path: str, name: str, schema: T.StructTyp
     if not paths.is_delta(spark, path):
         if not cluster_by:
             return None
+        # A run killed inside DeltaTable.create can leave a _delta_log without a commit; Delta then
+        # refuses to create the table ("already exists") though it holds nothing, and a resumed run
+        # would fail for good. With no commit there is no table to lose: the stub goes.
+        log = paths.join(path, "_delta_log")
+        if paths.exists(spark, log):
+            paths.delete(spark, log)
         nullable = T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
         DeltaTable.create(spark).location(path).addColumns(nullable).clusterBy(*cluster_by).execute()
         return None
