@@ -2,7 +2,8 @@
 
 The roles are made by the SQL of docs/postgres-roles.md (read from the page). The loader runs the
 job into `postgres.schema` with its password in the DSN and Spark's event log on; error paths follow
-(a wrong password, a malformed DSN, a lookup role asking to insert, a Python trace); then every
+(a wrong password, a malformed DSN, a lookup role asking to insert, to run the job, to lock a table,
+to read stats); then every
 output is searched for every password: stdout and stderr, the output directory (the run report,
 the runs table's Parquet files read back, checkpoints), the event log and Spark's own log.
 """
@@ -124,8 +125,14 @@ def loaded(server, tmp_path_factory):
         "lookup check": newsdedup(["check", "--pg", lookup, "--input", str(jsonl)], tmp),
         "lookup insert": newsdedup(["check", "--pg", lookup, "--input", str(jsonl), "--insert"], tmp),
         "writer insert": newsdedup(["check", "--pg", writer, "--input", str(jsonl), "--insert"], tmp),
-        # A lookup role may not lock the table: a psycopg error no handler knows, printed as a trace.
-        "trace": newsdedup(["migrate-urls", "--pg", lookup, "--table", f"{SCHEMA}.documents", "--apply"], tmp),
+        # A lookup role may not lock the table: refused by the server, one line.
+        "lookup migrate": newsdedup(["migrate-urls", "--pg", lookup, "--table", f"{SCHEMA}.documents", "--apply"],
+                                    tmp),
+        # A lookup role given to run: refused before Spark starts, not at the load after the job.
+        "lookup run": newsdedup(["run", "--input", str(SAMPLE), "--output", str(root / "out3"), "--no-semantic",
+                                 "--conf", str(conf), "--pg", lookup], tmp),
+        "lookup stats": newsdedup(["stats", "--source", "postgres", "--json", "--pg", lookup], tmp),
+        "missing table": newsdedup(["migrate-urls", "--pg", lookup, "--table", f"{SCHEMA}.no_such_table"], tmp),
     })
     return {"port": port, "admin": admin, "root": root, "events": events, "out": out, "tmp": tmp, "runs": runs}
 
@@ -143,10 +150,39 @@ def test_each_error_path_is_one_line_and_exit_2(loaded):
     runs = loaded["runs"]
     for name, marker in [("wrong password", "password authentication failed"),
                          ("malformed", "unencoded '@' or '/'"),
-                         ("lookup insert", "lacks INSERT on documents, INSERT on duplicate_links")]:
+                         ("lookup insert", "lacks INSERT on documents, INSERT on duplicate_links"),
+                         ("lookup migrate", "permission denied for table documents: the role lacks a right"),
+                         ("lookup run", "role 'newsdedup_lookup' may not create in schema newsdedup; run, load "
+                                        "and revert need the loader role"),
+                         ("missing table", 'relation "newsdedup.no_such_table" does not exist')]:
         done = runs[name]
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and marker in done.stderr, (name, done.stderr)
-    assert runs["trace"].returncode == 1 and "InsufficientPrivilege" in runs["trace"].stderr
+    assert not any((loaded["root"] / "out3").rglob("*"))   # refused before anything was written (the lock's dir only)
+
+
+def test_a_role_that_may_only_read_runs_stats_from_the_views(loaded):
+    done = loaded["runs"]["lookup stats"]
+    assert done.returncode == 0, done.stderr
+    daily = json.loads(done.stdout)["daily"]
+    assert sum(r["active"] for r in daily) > 0 and {r["stage"] for r in daily} >= {"url", "content"}
+
+
+def test_a_lookup_role_is_no_loader_and_the_loader_is(loaded):
+    lookup = key_value_dsn(loaded["port"], "lookup", PASSWORDS["lookup"])
+    with psycopg.connect(lookup) as conn:
+        assert pg.loader_refusal(conn, lookup) == \
+            "role 'newsdedup_lookup' may not create in schema newsdedup"
+    with psycopg.connect(loaded["admin"], autocommit=True) as conn:   # CREATE alone is not enough: ALTER needs owning
+        conn.execute(f"GRANT CREATE ON SCHEMA {SCHEMA} TO newsdedup_lookup")
+        try:
+            with psycopg.connect(lookup) as lk:
+                assert pg.loader_refusal(lk, lookup).startswith(
+                    "role 'newsdedup_lookup' does not own documents (owner 'newsdedup_loader'), duplicate_links")
+        finally:
+            conn.execute(f"REVOKE CREATE ON SCHEMA {SCHEMA} FROM newsdedup_lookup")
+    loader = key_value_dsn(loaded["port"], "loader", PASSWORDS["loader"])
+    with psycopg.connect(loader) as conn:
+        assert pg.loader_refusal(conn, loader) is None
 
 
 def test_a_role_that_may_only_read_runs_check(loaded):

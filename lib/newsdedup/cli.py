@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -47,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with lock.hold(args.output, conf.lock, "newsdedup run"):
         dsn = None if args.no_postgres else pg.resolve_dsn(conf, args.output, args.pg)
         if dsn:
-            pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
+            pg.check_dsn(dsn, need_vector=conf.semantic.enabled, loader=True)
         spark = get_spark(conf, "newsdedup-run", [args.input, args.output])
         report = job.run(spark, args.input, args.output, conf, dsn=dsn, load_pg=not args.no_postgres,
                          resume=args.resume)
@@ -68,7 +69,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     from .io.spark import get_spark
 
     conf = config.load_config(args.conf)
-    dsn = None if args.dry_run else _pg_for(args, conf)   # a bad DSN fails before Spark starts
+    dsn = None if args.dry_run else _pg_for(args, conf, loader=True)   # a bad DSN fails before Spark starts
     spark = get_spark(conf, "newsdedup-load", [args.output])
     store.check_is_output(spark, args.output)
     links = store.read(spark, args.output, "duplicate_links")
@@ -94,14 +95,15 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pg_for(args: argparse.Namespace, conf) -> str | None:
-    """The DSN a maintenance command should use, checked; None when --no-postgres was given."""
+def _pg_for(args: argparse.Namespace, conf, loader: bool = False) -> str | None:
+    """The DSN a maintenance command should use, checked (with loader: for the loader's rights too);
+    None when --no-postgres was given."""
     from .io import pg
 
     if getattr(args, "no_postgres", False):
         return None
     dsn = pg.resolve_dsn(conf, getattr(args, "output", None), args.pg)
-    pg.check_dsn(dsn)
+    pg.check_dsn(dsn, loader=loader)
     return dsn
 
 
@@ -111,7 +113,7 @@ def cmd_revert(args: argparse.Namespace) -> int:
 
     conf = config.load_config(args.conf)
     sel = revert.Selection(stage=args.stage, below=args.below, run_id=args.run, undo=args.undo)
-    dsn = _pg_for(args, conf)   # a bad DSN fails before Spark starts
+    dsn = _pg_for(args, conf, loader=True)   # a bad DSN or role fails before Spark starts
     spark = get_spark(conf, "newsdedup-revert", [args.output])
     from .io import store
 
@@ -378,13 +380,25 @@ def _shown(message: str) -> str:
     return dsn.mask_known(message)
 
 
+PRIVILEGE_IN_TASK = re.compile(r"psycopg\.errors\.InsufficientPrivilege: ([^\n]+)")
+
+
 def _postgres_failure(exc: Exception) -> str | None:
-    """A server that goes away mid-command (killed, restarted, lock timeout): one line, no trace."""
+    """One line, no trace, for a server that goes away mid-command (killed, restarted, lock timeout)
+    and for a role refused a right, on the driver or in a Spark task (whose failure quotes it)."""
     import psycopg
 
-    if not isinstance(exc, psycopg.OperationalError):
-        return None
-    return f"Postgres: {' '.join(str(exc).split())}"
+    if isinstance(exc, psycopg.OperationalError):
+        return f"Postgres: {' '.join(str(exc).split())}"
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        denied = exc.diag.message_primary or str(exc).splitlines()[0]
+    else:
+        found = PRIVILEGE_IN_TASK.search(str(exc))
+        if found is None:
+            return None
+        denied = found.group(1).strip()
+    return (f"Postgres: {denied}: the role lacks a right this command needs "
+            "(docs/postgres-roles.md lists each command's rights)")
 
 
 def _store_failure(exc: Exception, args: argparse.Namespace) -> str | None:

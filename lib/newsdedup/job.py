@@ -70,7 +70,7 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
         # A bad DSN, a wrong password, a missing pgvector or no DSN for an s3a output must fail now,
         # not after the computation.
         dsn = pg.resolve_dsn(conf, output, dsn)
-        pg.check_dsn(dsn, need_vector=conf.semantic.enabled)
+        pg.check_dsn(dsn, need_vector=conf.semantic.enabled, loader=True)
     report = RunReport(run_id=resume or run_id or new_run_id())
     # Every input file is checked before anything is written under the output: an unusable one
     # stops the run here (one line each) unless input.skip_unreadable.

@@ -289,8 +289,41 @@ def connect_failure(dsn: str, message: str) -> str:
     return dsn_text.mask(message, dsn_text.passwords_in(dsn))
 
 
-def check_dsn(dsn: str, need_vector: bool = False) -> str:
-    """Connect once before any computation: server version and, for stage 4, pgvector. Returns the version."""
+LOADER_RIGHTS_SQL = """
+SELECT current_user,
+       coalesce(s.nspname, %(schema)s) AS schema,
+       s.oid IS NOT NULL AS schema_exists,
+       CASE WHEN s.oid IS NULL THEN has_database_privilege(current_database(), 'CREATE')
+            ELSE has_schema_privilege(s.oid, 'CREATE') END AS may_create,
+       (SELECT array_agg(c.relname || ':' || pg_get_userbyid(c.relowner) ORDER BY c.relname)
+          FROM pg_class c
+         WHERE c.relnamespace = s.oid AND c.relname = ANY(%(tables)s)
+           AND NOT pg_has_role(current_user, c.relowner, 'USAGE')) AS not_owned
+  FROM (SELECT 1) one
+  LEFT JOIN pg_namespace s ON s.nspname = coalesce(%(schema)s, current_schema())
+"""
+# The objects a load creates, alters (ALTER needs ownership) or replaces.
+LOADER_OWNS = ("documents", "duplicate_links", "link_stats_daily", "link_score_histogram")
+
+
+def loader_refusal(conn: psycopg.Connection, dsn: str) -> str | None:
+    """Why the connected role cannot do a loader's work in the DSN's schema (create its tables, alter
+    them on an upgrade, replace the views), or None when it can. Reads the catalogue only, so it is
+    asked before any computation: a lookup role given to `run` fails in a second, not after the job."""
+    role, schema, exists, may_create, not_owned = conn.execute(
+        LOADER_RIGHTS_SQL, {"schema": schema_of(dsn), "tables": list(LOADER_OWNS)}).fetchone()
+    if not may_create:
+        where = f"schema {schema}" if exists else f"the database (schema {schema} does not exist yet)"
+        return f"role {role!r} may not create in {where}"
+    if not_owned:
+        named = ", ".join(f"{t.split(':')[0]} (owner {t.split(':')[1]!r})" for t in not_owned)
+        return f"role {role!r} does not own {named}"
+    return None
+
+
+def check_dsn(dsn: str, need_vector: bool = False, loader: bool = False) -> str:
+    """Connect once before any computation: server version, for stage 4 pgvector, and with loader the
+    rights a load needs (loader_refusal). Returns the version."""
     with connect(dsn, autocommit=True) as conn:
         version = int(conn.execute("SHOW server_version_num").fetchone()[0])
         if version < MIN_SERVER_VERSION:
@@ -300,6 +333,12 @@ def check_dsn(dsn: str, need_vector: bool = False) -> str:
                 "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
             raise PostgresUnavailable(f"Postgres ({redact(dsn)}) has no pgvector extension, which stage 4 "
                                       "(semantic.enabled) needs: install pgvector or use the embedded server")
+        if loader:
+            why = loader_refusal(conn, dsn)
+            if why:
+                raise PostgresUnavailable(
+                    f"Postgres ({redact(dsn)}): {why}; run, load and revert need the loader role, which owns "
+                    "newsdedup's schema and tables (docs/postgres-roles.md)")
     return f"{version // 10000}.{version % 10000}"
 
 

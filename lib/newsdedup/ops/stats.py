@@ -107,7 +107,17 @@ def format_refusals(refusals: Sequence[dict]) -> str:
 
 
 def postgres_stats(dsn: str, flt: Filter) -> tuple[list[dict], list[dict]]:
-    pg.ensure_schema(dsn)
+    """The views' rows. The loader's role refreshes the views first (an older database gets this
+    version's); any other role reads them as they are, so a role that may only read runs stats."""
+    with pg.connect(dsn, autocommit=True) as conn:
+        may_load = pg.loader_refusal(conn, dsn) is None
+        have_views = all(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (v,)).fetchone()[0]
+                         for v in ("link_stats_daily", "link_score_histogram"))
+    if may_load:
+        pg.ensure_schema(dsn)
+    elif not have_views:
+        raise pg.PostgresUnavailable(f"Postgres ({pg.redact(dsn)}) has no link_stats_daily view yet: run "
+                                     "`newsdedup load` (or `run`) with the loader role first (docs/postgres-roles.md)")
     where, params = flt.sql()
     with pg.connect(dsn) as conn:
         daily = conn.execute(f"SELECT {', '.join(DAILY_COLUMNS)} FROM link_stats_daily WHERE {where} "
