@@ -204,6 +204,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         show_refusals()
         if refused:
             print(f"newsdedup: check: {check.refusal_summary(refused)}", file=sys.stderr)
+        if checker.stats.gave_up:
+            print(f"newsdedup: check: {check.gave_up_summary(checker)}", file=sys.stderr)
     return 0
 
 
