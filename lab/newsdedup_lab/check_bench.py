@@ -274,6 +274,17 @@ def markdown(result: dict, command: str) -> str:
     return "\n".join(lines)
 
 
+def _write(path, text: str) -> None:
+    """Write the report, keeping the concurrent writers' section (check_concurrent_bench) it may hold."""
+    from pathlib import Path
+
+    marker = "## Concurrent writers"
+    old = Path(path).read_text(encoding="utf-8") if Path(path).exists() else ""
+    if marker in old and marker not in text:
+        text = text.rstrip("\n") + "\n\n" + marker + old.split(marker, 1)[1]
+    Path(path).write_text(text, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
@@ -306,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
             result.update(lookups(conf, server.get_uri(), incoming, args.batch_size))
         finally:
             server.cleanup()
-        Path(args.out).write_text(markdown(result, result.get("command", command)).replace(
-            "## Lookups", f"## Lookups (rerun: `{command.strip()}`)", 1), encoding="utf-8")
+        _write(args.out, markdown(result, result.get("command", command)).replace(
+            "## Lookups", f"## Lookups (rerun: `{command.strip()}`)", 1))
         print(json.dumps(result, indent=2))
         return 0
     if Path(args.pgdata).exists() and any(Path(args.pgdata).iterdir()):
@@ -321,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.cleanup()
     result["command"] = command.strip()
-    Path(args.out).write_text(markdown(result, command.strip()), encoding="utf-8")
+    _write(args.out, markdown(result, command.strip()))
     print(json.dumps(result, indent=2))
     return 0
 

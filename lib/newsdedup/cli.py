@@ -206,6 +206,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         show_refusals()
         if refused:
             print(f"newsdedup: check: {check.refusal_summary(refused)}", file=sys.stderr)
+        if checker.stats.gave_up:
+            print(f"newsdedup: check: {check.gave_up_summary(checker)}", file=sys.stderr)
     return 0
 
 
@@ -305,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="directory whose embedded server to use when --pg is not given")
     p.add_argument("--insert", action="store_true", help="also insert each article's document and link")
     p.add_argument("--batch-size", type=int, default=256,
-                   help="articles looked up per round trip (default 256); verdicts stream out per batch")
+                   help="articles looked up per round trip (default 256); verdicts stream out per batch, "
+                        "and with --insert each batch is one transaction")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("migrate-urls", help="rewrite a Postgres table's URLs to canonical form (dry run by default)")

@@ -91,6 +91,14 @@ END $$;
 """
 
 
+# `check --insert`'s claims (ops/check.py): a writer inserts the keys its articles can match on before
+# it looks them up, and deletes them before it commits; a second writer inserting one of those keys
+# waits on the unique index until the first has committed. Rows never outlive their transaction, so
+# the table stays empty between batches; unlogged, since a claim means nothing after a crash.
+CLAIMS_TABLE = "check_claims"
+CLAIMS_SQL = f"CREATE UNLOGGED TABLE IF NOT EXISTS {CLAIMS_TABLE} (key bigint PRIMARY KEY);"
+
+
 def _missing_index(name: str) -> str:
     return f"to_regclass('{name}') IS NULL"
 
@@ -110,6 +118,7 @@ def schema_sql() -> str:
         "CREATE TABLE IF NOT EXISTS documents (id bigint PRIMARY KEY);",
         _columns_sql("documents"),
         "CREATE UNLOGGED TABLE IF NOT EXISTS documents_staging (load_id text NOT NULL, id bigint);",
+        CLAIMS_SQL,
         _columns_sql("documents_staging"),
         pg.guarded(_missing_index("documents_staging_load_idx"),
                  "CREATE INDEX documents_staging_load_idx ON documents_staging (load_id)"),
@@ -162,6 +171,8 @@ def ensure_schema(dsn: str, dim: int | None = None) -> None:
 # What `check` reads and writes: every documents column, the links' columns the lookups' join reads.
 CHECK_COLUMNS = (*[("documents", c) for c in COLUMNS],
                  *[("duplicate_links", c) for c in (*pg.LINK_COLUMNS, *pg.SUPERSEDE_COLUMNS)])
+# What `check --insert` needs besides.
+INSERT_COLUMNS = ((CLAIMS_TABLE, "key"),)
 
 MISSING_COLUMNS_SQL = """
 SELECT x.tbl || '.' || x.col FROM unnest(%(tables)s::text[], %(columns)s::text[]) WITH ORDINALITY AS x(tbl, col, n)

@@ -8,13 +8,52 @@ with prepare.Preparer (the batch's per-row functions), hands the probes to the l
 writes what --insert asks for.
 
 Articles go in batches (`check_many`, or `check_batch` over any iterable, `batch_size` at a
-time): each lookup answers a whole batch in one or two round trips. Within a call, articles
-see the ones before them (each lookup's memory), so two copies in one call link to each other
+time): each lookup answers a whole batch in one or two round trips. Within a batch, articles
+see the ones before them (each lookup's memory), so two copies in one batch link to each other
 with or without --insert; production runs without autoflush, so nothing relies on reading back
-this call's own inserts. With --insert, each article's document row (every lookup's columns
-included) and link go in under their own savepoint with ON CONFLICT DO NOTHING: a unique
-violation (a concurrent writer, an id already loaded) never aborts the batch, and everything
-commits once at the end.
+a batch's own inserts. Without --insert, the memory lasts the whole call. With --insert, each
+batch is one transaction: its articles' document rows (every lookup's columns included) and
+links go in under a savepoint each with ON CONFLICT DO NOTHING, so a unique violation undoes
+that article only, and the batch commits before its verdicts are handed out; later batches
+find it in Postgres (their memory starts empty).
+
+Concurrent writers. Several `check --insert` clients (processes, threads, each with its own
+Checker) may send overlapping articles at once. A lookup reads committed rows only, so without a
+guard two writers could each miss the other's uncommitted row: two copies of one story at
+different ids would both be stored as originals with no link between them, and two ids with
+one URL would lose the second document to the url_hash unique index. That is a missing link:
+one client sending the same articles in any order would have linked them. The guarantee is
+therefore serialisability per key: after the clients finish, documents and links are what one
+client would have written running the same batches one after another, in the order they
+committed. It holds by claiming keys, two-phase:
+
+- Each lookup names the keys it matches on (LiveLookup.claim_keys): the URL and content
+  hashes, stage 3's bucket codes (one per Manku table and MinHash band), stage 4's time slots
+  (stages/semantic/live.py); check adds the article id. Any two articles one of them could
+  find as the other's match share a key.
+- Before its lookups, a batch inserts all of its keys, sorted, into check_claims (one row
+  per key, primary key) with ON CONFLICT DO NOTHING. A key another open transaction claimed
+  makes the insert wait on the unique index until that transaction ends; the claims are
+  deleted just before commit, so they never outlive it. Once the insert returns, every
+  earlier writer of a shared key has committed, and no later one can write one until this
+  batch commits: the batch looks up and inserts as if alone on its keys.
+- Batches with no key in common run side by side. Claims are row locks, not advisory locks:
+  a batch of 256 articles holds ~10,000 keys (38 per article with stage 3's 35 codes), and
+  16 writers taking that many advisory locks ran the default lock table out of shared
+  memory (max_locks_per_transaction 64 x 100 connections); rows have no such limit.
+- Claims are taken in ascending order, so two batches cannot deadlock on them; the waits
+  after the claims (the documents and links unique indexes, foreign keys) only meet rows
+  of keys already claimed. A deadlock with another writer (a load, a revert, someone's
+  SQL) or a serialisation failure (a server whose default isolation is SERIALIZABLE) rolls
+  the batch back, and it is retried from its claims after a jittered, doubling backoff,
+  `max_attempts` times in all. When they are spent, each article is answered from a lookup
+  without insert and its verdict says why it was not stored (`error`); nothing is lost
+  silently. `Checker.stats` counts batches, retries, deadlocks and give-ups.
+
+What the claims do not cover: stage 4 serialises all writers within a window of each other
+(time slots are coarse); the same article sent twice, the second time after the first
+committed, is answered again (its verdict computed against what is now stored) and reported
+"already stored"; writers that bypass check (loads, incremental runs) are not claimants.
 
 A live lookup never rewrites what is stored: an article older than the canonical it
 reaches still links to it, and the next incremental run (incremental.py) puts the earliest
@@ -24,9 +63,11 @@ document first again.
 from __future__ import annotations
 
 import json
+import random
 import re
 import sys
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
@@ -38,7 +79,7 @@ from .. import stages
 from ..errors import UserError
 from ..io import pg, pg_documents
 from ..prepare import Preparer
-from ..stages.base import LiveHit, Probe
+from ..stages.base import LiveHit, Probe, claim_key
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -50,6 +91,31 @@ INSERT_LINK_SQL = ("INSERT INTO duplicate_links (duplicate_id, canonical_id, sta
                    "VALUES (%s, %s, %s, %s, now(), %s) ON CONFLICT DO NOTHING")
 TEXT_FIELDS = ("url", "title", "body", "html", "source", "lang")
 BATCH_SIZE = 256
+# The claims of one batch (see the module docstring): sorted, so that two writers take shared keys in one order.
+CLAIM_SQL = (f"INSERT INTO {pg_documents.CLAIMS_TABLE} (key) SELECT k FROM unnest(%(keys)s::bigint[]) AS k "
+             "ORDER BY k ON CONFLICT DO NOTHING")
+RELEASE_SQL = f"DELETE FROM {pg_documents.CLAIMS_TABLE} WHERE key = ANY(%(keys)s::bigint[])"
+# What rolls a batch back and is worth retrying: Postgres aborted it to break a lock cycle, or found
+# it could not be serialised; the same batch run again normally goes through.
+RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+MAX_ATTEMPTS = 6
+BACKOFF_S = 0.05          # first wait; doubled each retry (with jitter), at most BACKOFF_MAX_S
+BACKOFF_MAX_S = 2.0
+
+
+@dataclass
+class CheckStats:
+    """What one Checker's inserting batches went through (`Checker.stats`)."""
+
+    batches: int = 0                   # batches committed or given up
+    retries: int = 0                   # batches run again after a rollback below
+    deadlocks: int = 0                 # 40P01 caught
+    serialization_failures: int = 0    # 40001 caught
+    gave_up: int = 0                   # batches answered without insert after max_attempts
+    claim_s: float = 0.0               # time in the claims statement (waiting for other writers included)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "claim_s": round(self.claim_s, 3)}
 
 
 @dataclass(frozen=True)
@@ -77,9 +143,11 @@ class Checker:
     """The live cascade against one Postgres database."""
 
     def __init__(self, conf: "Config", dsn: str, *, insert: bool = False, run_id: str | None = None,
-                 batch_size: int = BATCH_SIZE):
+                 batch_size: int = BATCH_SIZE, max_attempts: int = MAX_ATTEMPTS):
         self.conf, self.dsn, self.insert = conf, dsn, insert
         self.batch_size = max(1, int(batch_size))
+        self.max_attempts = max(1, int(max_attempts))
+        self.stats = CheckStats()
         self.run_id = run_id or "check-" + datetime.now().strftime("%Y%m%dT%H%M%S")
         self._conn: psycopg.Connection | None = None
         self._check_database()     # before a model is loaded: a refusal comes in a second
@@ -93,7 +161,8 @@ class Checker:
         only read must be able to run check against a loaded database, so nothing is created or
         altered when nothing is missing."""
         with pg.connect(self.dsn, autocommit=True) as conn:
-            missing = pg_documents.missing_columns(conn)
+            missing = pg_documents.missing_columns(
+                conn, pg_documents.CHECK_COLUMNS + (pg_documents.INSERT_COLUMNS if self.insert else ()))
             if missing:
                 try:
                     pg_documents.ensure_schema(self.dsn)
@@ -104,12 +173,16 @@ class Checker:
                         f"{self._role(conn)} may not create them ({exc.diag.message_primary}): run `newsdedup load` "
                         "(or `run`) with the loader role first (docs/postgres-roles.md)") from None
             wanted = [(t, "SELECT") for t in self.TABLES] + [(t, "INSERT") for t in self.TABLES if self.insert]
+            if self.insert:      # the claims: inserted, then deleted by key (which reads them)
+                wanted += [(pg_documents.CLAIMS_TABLE, p) for p in ("SELECT", "INSERT", "DELETE")]
             denied = pg_documents.denied_privileges(conn, wanted)
             if denied:
                 raise pg.PostgresUnavailable(
                     f"Postgres ({pg.redact(self.dsn)}): role {self._role(conn)} lacks {', '.join(denied)}; "
                     f"check{' --insert' if self.insert else ''} needs "
-                    f"{' and '.join(sorted({p for _, p in wanted}, reverse=True))} on {' and '.join(self.TABLES)} "
+                    f"{' and '.join(sorted({p for t, p in wanted if t in self.TABLES}, reverse=True))} on "
+                    f"{' and '.join(self.TABLES)}"
+                    f"{f' and SELECT, INSERT and DELETE on {pg_documents.CLAIMS_TABLE}' if self.insert else ''} "
                     "(docs/postgres-roles.md)")
 
     TABLES = ("documents", "duplicate_links")
@@ -147,8 +220,8 @@ class Checker:
         return [Verdict(p.id, found[p.id][1].canonical_id, found[p.id][0], found[p.id][1].score)
                 if p.id in found else Verdict(p.id) for p in probes]
 
-    def _insert(self, conn, probes: Sequence[Probe], verdicts: list[Verdict]) -> list[Verdict]:
-        columns = [lookup.stored_columns(probes) for lookup in self.lookups]
+    def _insert(self, conn, probes: Sequence[Probe], verdicts: list[Verdict],
+                columns: list[list[dict[str, Any]]]) -> list[Verdict]:
         out = []
         for i, (p, verdict) in enumerate(zip(probes, verdicts)):
             row = {c: p.keys.get(c) for c in pg_documents.COLUMNS}
@@ -170,42 +243,92 @@ class Checker:
             out.append(verdict)
         return out
 
-    def check_batch(self, articles: Iterable[Mapping[str, Any]]) -> Iterator[Verdict]:
-        """Verdicts in input order, `batch_size` articles per round of lookups; with insert,
-        everything commits once at the end."""
+    def claim_keys(self, probes: Sequence[Probe]) -> list[int]:
+        """The batch's claims, sorted and distinct: each article's id and every lookup's keys."""
+        keys = {claim_key("id", p.id) for p in probes}
+        for lookup in self.lookups:
+            for per_probe in lookup.claim_keys(probes):
+                keys.update(per_probe)
+        return sorted(keys)
+
+    def _stored_batch(self, conn, probes: Sequence[Probe]) -> list[Verdict]:
+        """One batch looked up and inserted in a transaction of its own, under its claims; retried
+        after a deadlock or serialisation failure, answered without insert when attempts run out."""
+        # The costly per-article work (features, vectors) is done before claiming: claims are held
+        # from here to commit and every writer sharing a key waits that long.
+        columns = [lookup.stored_columns(probes) for lookup in self.lookups]
+        keys = self.claim_keys(probes)
+        failure = ""
+        for attempt in range(1, self.max_attempts + 1):
+            if attempt > 1:
+                self.stats.retries += 1
+                wait = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (attempt - 2))
+                time.sleep(wait * random.uniform(0.5, 1.5))   # jitter: the writers that collided part ways
+            try:
+                with conn.transaction():
+                    t = time.perf_counter()
+                    conn.execute(CLAIM_SQL, {"keys": keys})
+                    self.stats.claim_s += time.perf_counter() - t
+                    # A fresh memory: the batches before this one are committed, the lookups find them.
+                    memories = [lookup.memory() for lookup in self.lookups]
+                    verdicts = self._insert(conn, probes, self._verdicts(conn, probes, memories), columns)
+                    conn.execute(RELEASE_SQL, {"keys": keys})
+            except psycopg.errors.DeadlockDetected:
+                self.stats.deadlocks += 1
+                failure = "deadlock detected"
+            except psycopg.errors.SerializationFailure:
+                self.stats.serialization_failures += 1
+                failure = "could not serialize access"
+            else:
+                self.stats.batches += 1
+                return verdicts
+        self.stats.batches += 1
+        self.stats.gave_up += 1
+        why = f"not inserted: {failure} on each of {self.max_attempts} attempts; send it again"
+        return self._unstored(conn, probes, why)
+
+    def _unstored(self, conn, probes: Sequence[Probe], why: str) -> list[Verdict]:
+        """The batch's verdicts from a lookup alone, each saying why nothing of it was stored."""
         memories = [lookup.memory() for lookup in self.lookups]
+        return [Verdict(**{**asdict(v), "error": why}) for v in self._verdicts(conn, probes, memories)]
+
+    def check_batch(self, articles: Iterable[Mapping[str, Any]]) -> Iterator[Verdict]:
+        """Verdicts in input order, `batch_size` articles per round of lookups; with insert, each
+        batch commits before its verdicts are yielded."""
+        memories = [lookup.memory() for lookup in self.lookups]   # without insert: the call's memory
         it = iter(articles)
         conn = self._connection()
-        with conn.transaction():     # left by an exception: this call's inserts are rolled back
-            while True:
-                chunk, failure = [], None
+        while True:
+            chunk, failure = [], None
+            try:
+                chunk.extend(islice(it, self.batch_size))
+            except UserError as exc:   # a bad input line: the articles before it are still answered
+                failure = exc
+            rows = []
+            for article in chunk:
                 try:
-                    chunk.extend(islice(it, self.batch_size))
-                except UserError as exc:   # a bad input line: the articles before it are still answered
+                    rows.append(self._input_row(article))
+                except UserError as exc:   # not an article: the same, from this one on
                     failure = exc
-                rows = []
-                for article in chunk:
-                    try:
-                        rows.append(self._input_row(article))
-                    except UserError as exc:   # not an article: the same, from this one on
-                        failure = exc
-                        break
-                probes = [Probe(keys) for keys in self.preparer.rows(rows)] if rows else []
-                if probes:
-                    verdicts = self._verdicts(conn, probes, memories)
-                    if self.insert:
-                        verdicts = self._insert(conn, probes, verdicts)
-                    yield from verdicts
-                if failure is not None:
-                    raise failure      # leaving the connection's block rolls back this call's inserts
-                if len(chunk) < self.batch_size:
-                    return
+                    break
+            probes = [Probe(keys) for keys in self.preparer.rows(rows)] if rows else []
+            if probes:
+                if not self.insert:
+                    yield from self._verdicts(conn, probes, memories)
+                elif failure is None:
+                    yield from self._stored_batch(conn, probes)
+                else:       # the batch a bad line cut short is answered, not stored: the call stops here
+                    yield from self._unstored(conn, probes, "not inserted: the input stopped at a bad line after it")
+            if failure is not None:
+                raise failure
+            if len(chunk) < self.batch_size:
+                return
 
     def _connection(self) -> psycopg.Connection:
         """One connection per Checker, opened on first use and kept: a single lookup must not
         pay for a connection (several ms) each time."""
         if self._conn is None or self._conn.closed:
-            self._conn = pg.connect(self.dsn, autocommit=True)   # each call is its own transaction
+            self._conn = pg.connect(self.dsn, autocommit=True)   # each inserting batch is its own transaction
             # psycopg prepares a statement run five times; Postgres may then settle on a generic plan,
             # and a generic plan of stage 3's array-slice overlap cannot use the GIN index (measured at
             # 1M documents: 240 lookups/s fell to 6/s). Plans stay built for the actual parameters.
@@ -288,6 +411,14 @@ def read_jsonl(path: str, max_line_bytes: int | None = None,
                 if not isinstance(value, dict):
                     raise UserError(f"{path}:{n}: not a JSON object (a JSON {type(value).__name__})")
                 yield value
+
+
+def gave_up_summary(checker: Checker) -> str:
+    """One line for the operator when batches were rolled back more often than a Checker retries."""
+    st = checker.stats
+    return (f"{st.gave_up} batch{'es' * (st.gave_up != 1)} not inserted after {checker.max_attempts} attempts each "
+            f"({st.deadlocks} deadlocks, {st.serialization_failures} serialization failures in all): "
+            "their lines carry an error; send those articles again")
 
 
 def refusal_summary(refused: Sequence[Refusal]) -> str:

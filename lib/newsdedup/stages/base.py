@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from hashlib import blake2b
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 if TYPE_CHECKING:
@@ -131,6 +132,14 @@ def stored_of(doc_id: int, published_at: datetime | None, link_stage: str | None
                   order_of(canonical_published_at, link_canonical) if link_canonical is not None else None)
 
 
+def claim_key(tag: str, value: Any) -> int:
+    """A signed 64-bit claim key (ops/check.py) for one value a lookup matches on, salted by tag so
+    that the keys of different stages do not meet. Two equal (tag, value) give the same key in every
+    process; an unequal pair sharing a key (2^-64) only makes two writers wait for each other."""
+    digest = blake2b(f"{tag}\0{value}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
 class LiveLookup(Protocol):
     """A stage's live lookup: what its batch step would link each probe to, given Postgres and the
     articles checked before it in the same batch.
@@ -138,7 +147,12 @@ class LiveLookup(Protocol):
     `find` gets the probes that reached this stage, in input order, and returns a hit for those it
     links. `memory()` is the state of one batch: the probes that reached the stage earlier, with
     their canonical at this stage; `find` adds each probe it sees to it. `stored_columns` are the
-    stage's Postgres columns for a probe (written by --insert)."""
+    stage's Postgres columns for a probe (written by --insert).
+
+    `claim_keys` gives, per probe, 64-bit keys such that whenever this lookup could find a stored
+    document D for a probe P, P and D (looked up as a probe) share at least one key. `check --insert`
+    claims them before looking up (ops/check.py): two writers whose articles could match each other
+    then never look up at the same time, so neither misses the other's uncommitted row."""
 
     name: str
 
@@ -147,6 +161,8 @@ class LiveLookup(Protocol):
     def find(self, conn, probes: Sequence[Probe], memory: Any) -> dict[int, LiveHit]: ...
 
     def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]: ...
+
+    def claim_keys(self, probes: Sequence[Probe]) -> list[list[int]]: ...
 
 
 class ExactKeyLookup:
@@ -188,6 +204,10 @@ class ExactKeyLookup:
 
     def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]:
         return [{} for _ in probes]     # the key column is among prepare's columns already
+
+    def claim_keys(self, probes: Sequence[Probe]) -> list[list[int]]:
+        # A match is an equal key: the key itself is the claim.
+        return [[claim_key(self.name, k)] if (k := p.keys.get(self.key)) else [] for p in probes]
 
 
 class ExactKeyStage:

@@ -19,12 +19,12 @@ stage 4 on is built.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import timedelta, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ..base import ACTIVE_LINK_COLUMNS, ACTIVE_LINK_JOINS, LiveHit, Probe, order_of
+from ..base import ACTIVE_LINK_COLUMNS, ACTIVE_LINK_JOINS, LiveHit, Probe, claim_key, order_of
 from . import embeddings as emb
 from .embeddings import vector_literal
 from .evidence import Facts, facts_of, refusal
@@ -114,6 +114,22 @@ class SemanticLookup:
                 hits[p.id] = LiveHit(canonical, float(score))
             memory.append((p.id, p.order, vec, lang, ts, facts, bool(earlier)))
         return hits
+
+    def claim_keys(self, probes: Sequence[Probe]) -> list[list[int]]:
+        """Vectors have no key to share: the claims are time slots instead. With w = window_hours and
+        b = floor(published_at / w), a probe claims slots b and b + 1. Two articles this stage could pair
+        are at most w apart, so their b differ by at most 1 and they share a slot. Every article of the
+        last window shares slots with every other, so with stage 4 on, inserting calls serialise."""
+        window = self.window.total_seconds()
+        out = []
+        for p in probes:
+            ts = p.keys.get("published_at")
+            if ts is None:           # the batch leaves undated articles out of stage 4 (_prepared)
+                out.append([])
+                continue
+            slot = int((ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)).timestamp() // window)
+            out.append([claim_key(NAME, slot), claim_key(NAME, slot + 1)])
+        return out
 
     def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]:
         self._prepared(probes)

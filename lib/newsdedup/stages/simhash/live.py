@@ -229,6 +229,13 @@ class SimhashLookup:
         jaccard = pair_measures([p.extra[NAME][0] for p in probes], [known[c] for c in canon])["jaccard"]
         return {p.id: LiveHit(c, float(j)) for p, c, j in zip(probes, canon, jaccard)}
 
+    def claim_keys(self, probes: Sequence[Probe]) -> list[list[int]]:
+        """Each probe's bucket codes: a stored candidate shares one with it by definition (CANDIDATES_SQL).
+        They are 64-bit mixes salted by language, table and band already, so they serve as claims unchanged."""
+        with_keys = [p for p in probes if p.keys.get("simhash_w") is not None]
+        self._prepared(with_keys)
+        return [list(p.extra[NAME][1]) if p.keys.get("simhash_w") is not None else [] for p in probes]
+
     def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]:
         with_keys = [p for p in probes if p.keys.get("simhash_w") is not None]
         self._prepared(with_keys)
