@@ -30,9 +30,14 @@ def planted(n: int, dim: int, seed: int, span_h: float, pairs_every: int = 5):
     ts = rng.uniform(0, span_h * H, n)
     for i in range(1, n, pairs_every):
         vecs[i] = vecs[i - 1] / np.linalg.norm(vecs[i - 1]) + 0.25 * rng.standard_normal(dim) / np.sqrt(dim)
-        ts[i] = ts[i - 1] + rng.uniform(0, 30) * H
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        # One pair in five is 49-60h apart: close vectors the window must keep apart.
+        ts[i] = ts[i - 1] + (rng.uniform(49, 60) if i % (5 * pairs_every) == 1 else rng.uniform(0, 30)) * H
     langs = np.where(rng.random(n) < 0.3, "bn", "en").astype(object)
+    for i in range(3, n, 2 * pairs_every):
+        # English pairs at cosine ~0.87: above the lowest threshold (0.85, en-bn), below en-en's 0.9.
+        vecs[i] = vecs[i - 1] / np.linalg.norm(vecs[i - 1]) + 0.57 * rng.standard_normal(dim) / np.sqrt(dim)
+        ts[i], langs[i - 1], langs[i] = ts[i - 1] + H, "en", "en"
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     return np.arange(1000, 1000 + n), ts, langs, vecs
 
 
