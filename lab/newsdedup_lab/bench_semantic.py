@@ -113,7 +113,7 @@ def bench_one(spark, sem, per_48h: int, dim: int, thr: float, verify: bool) -> R
     meta.count()
     with MemorySampler() as mem:
         t0 = time.perf_counter()
-        edges, tasks = semantic_search.semantic_edges(meta, sem, SemanticThresholds(thr))
+        edges, tasks, _, _ = semantic_search.semantic_edges(meta, sem, SemanticThresholds(thr))
         got = {(int(r.a), int(r.b)) for r in edges.collect()}
         secs = time.perf_counter() - t0
     meta.unpersist()

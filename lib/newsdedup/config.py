@@ -286,6 +286,46 @@ class EvidenceConfig:
 
 
 @dataclass(frozen=True)
+class AnnConfig:
+    """The approximate index of stage 4's large windows (stages/semantic/ann.py)."""
+
+    index: Literal["ivf", "hnsw"] = "ivf"
+    nlist: Optional[int] = None      # ivf cells per bucket; null: about 2 x sqrt(bucket size)
+    nprobe: int = 16                 # ivf cells a query visits
+    m: int = 32                      # hnsw links per vector
+    ef_construction: int = 80        # hnsw build breadth
+    ef_search: int = 64              # hnsw search breadth (at least k)
+    k: int = 16                      # hnsw neighbours first asked for; 4x again while the k-th passes
+    margin: float = 0.01             # the index is asked for cosines down to the threshold - margin
+
+    def validate(self, key: str) -> None:
+        for name in ("nlist", "nprobe", "m", "ef_construction", "ef_search", "k"):
+            value = getattr(self, name)
+            _check(value is None or value > 0, f"{key}.{name}", value, "a positive integer")
+        _check(0 <= self.margin < 1, f"{key}.margin", self.margin, "a cosine margin in [0, 1)")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How stage 4 finds the pairs of a window (stages/semantic/search.py)."""
+
+    # exact: every pair of a window scored (numpy, or torch on a GPU); ann: an index per bucket
+    # proposes pairs, scored exactly; auto: exact on a GPU, else ann for buckets of at least
+    # ann_min_bucket documents when FAISS is installed, exact for the rest.
+    mode: Literal["auto", "exact", "ann"] = "auto"
+    # Exact search: auto (torch on the task's GPU when it has one, else numpy), cpu (numpy), cuda, cuda:N.
+    device: str = "auto"
+    ann_min_bucket: int = 100_000
+    ann: AnnConfig = field(default_factory=AnnConfig)
+
+    def validate(self, key: str) -> None:
+        _check(re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is not None, f"{key}.device", self.device,
+               "auto, cpu, cuda or cuda:N")
+        _check(self.ann_min_bucket > 0, f"{key}.ann_min_bucket", self.ann_min_bucket,
+               "a positive number of documents per bucket")
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One embedding model: the languages it covers and its thresholds (docs/semantic.md)."""
 
@@ -346,6 +386,7 @@ class SemanticConfig:
     models: dict[str, ModelSpec] = field(default_factory=dict)
     # Who, where, when and how many must agree beyond the cosine (semantic.evidence).
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     block_size: int = 16384
     max_iterations: int = 30
     pair_chunk: int = 512

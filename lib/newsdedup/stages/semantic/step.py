@@ -4,7 +4,7 @@ Survivors of stages 1-3 are embedded on the executors (mapInPandas, one model
 per Python worker, GPU when Spark assigned one to the task), the vectors are
 kept in the Delta table <output>/embeddings tagged with their model_version,
 and candidates are searched only inside a time window (search.py: exact
-cosine, block against block). Only documents in a language the model covers
+cosine block against block, or an index per large bucket whose proposals are scored exactly). Only documents in a language the model covers
 are embedded. Each document links to the earliest document it is directly
 similar to that is not itself a duplicate (clustering.earliest_canonicals),
 so links never chain through intermediate days.
@@ -322,10 +322,11 @@ class SemanticStage:
         report.counts["semantic.reused_vectors"] = n_reused
         meta = vectors.join(with_facts(texts.select("id", "published_at", "lang", "text"), sem.evidence)
                             .drop("text"), "id")
-        edges, n_tasks = report.timed("semantic.search", lambda: search.semantic_edges(
-            meta, sem, model.pair_thresholds()))
-        edges = report.timed("semantic.search", lambda: clustering.cut_lineage(edges))
-        report.counts["semantic.search_tasks"] = n_tasks
+        found = report.timed("semantic.search", lambda: search.semantic_edges(meta, sem, model.pair_thresholds()))
+        edges = report.timed("semantic.search", lambda: clustering.cut_lineage(found.edges))
+        report.counts["semantic.search_tasks"] = found.tasks
+        report.counts["semantic.search_indexed_buckets"] = found.indexed
+        notes += found.notes
         tally = {(r["lang_pair"], r["reason"]): r["n"] for r in
                  edges.groupBy("lang_pair", "reason").agg(F.count("*").alias("n")).collect()}
         report.counts["semantic.pairs"] = sum(tally.values())
