@@ -751,6 +751,7 @@ class JsonlClass:
     answered: tuple[int, ...]
     too_long: tuple[int, ...] = ()
     error: tuple[str, ...] = ()
+    titles: tuple[tuple[int, str], ...] = ()   # (id, title as `check --insert` stores it in Postgres)
 
 
 def _j(obj) -> bytes:
@@ -767,10 +768,10 @@ JSONL_CLASSES = [
     JsonlClass("jsonl_lone_surrogates", 'escaped lone surrogates "\\ud800", "\\udfff" in url, title and body',
                _j(_art(1)) + b'{"id": 2, "url": "https://cat.example/\\ud800", "title": "a\\udfffb", '
                b'"body": "\\ud83d lone high, then text", "published_at": "' + GOOD_TS.encode() + b'"}\n' + _j(_art(3)),
-               answered=(1, 2, 3)),
-    JsonlClass("jsonl_every_plane_and_controls", "random code points of every plane, C0/C1 controls, escaped NUL",
-               _j(_art(1, title=every_plane(random.Random(1), 3), body=controls(random.Random(2)) + "\x00" + story(1))),
-               answered=(1,)),
+               answered=(1, 2, 3), titles=((2, "a\ufffd\ufffd\ufffdb"),)),   # one U+FFFD per byte of the surrogate, as Python repairs
+    JsonlClass("jsonl_every_plane_and_controls", "random code points of every plane, C0/C1 controls, NUL (\\u0000) in title and body",
+               _j(_art(1, title="T\x00" + every_plane(random.Random(1), 3), body=controls(random.Random(2)) + "\x00" + story(1))),
+               answered=(1,), titles=((1, "T\ufffd" + every_plane(random.Random(1), 3)),)),
     JsonlClass("jsonl_mixed_encodings", "a Latin-1 line between UTF-8 lines",
                _j(_art(1)) + '{"id": 2, "title": "Café"}\n'.encode("latin-1") + _j(_art(3)),
                answered=(1,), error=(":2: not UTF-8 (byte",)),
@@ -800,7 +801,7 @@ JSONL_CLASSES = [
     JsonlClass("jsonl_id_as_digits", 'ids "7" and " 8 " as strings', _j(_art(1) | {"id": "7"}) + _j(_art(2) | {"id": " 8 "}),
                answered=(7, 8)),
     JsonlClass("jsonl_text_as_numbers", "title a number, body a boolean, lang null",
-               _j(_art(1, title=42, body=True, lang=None)) + _j(_art(2)), answered=(1, 2)),
+               _j(_art(1, title=42, body=True, lang=None)) + _j(_art(2)), answered=(1, 2), titles=((1, "42"),)),
     JsonlClass("jsonl_nested_text", "a body that is a JSON object", _j(_art(1)) + _j(_art(2, body={"text": "x"})),
                answered=(1,), error=("article 2: body is a JSON object; expected a string",)),
     JsonlClass("jsonl_extra_nested_fields", "extra fields of nested objects and lists (not read)",

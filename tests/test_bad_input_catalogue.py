@@ -230,6 +230,12 @@ def test_jsonl_class(pg_dsn, tmp_path, conf_file, name):
     assert answered == list(jc.answered), (stdout, err)
     assert all("error" not in v for v in lines if "refused" not in v), stdout   # each one inserted
     assert [v.get("id") for v in lines if "refused" in v] == list(jc.too_long)
+    if jc.titles:
+        import psycopg
+
+        with psycopg.connect(pg_dsn) as conn:
+            stored = dict(conn.execute("SELECT id, title FROM documents").fetchall())
+        assert [(i, stored.get(i)) for i, _ in jc.titles] == list(jc.titles)
     if jc.error:
         assert code == 2 and err.count("\n") == 1 and err.startswith("newsdedup: error: "), err
         for part in jc.error:
@@ -285,3 +291,19 @@ def test_every_drawn_row_is_a_document_or_quarantined(spark, cat_conf, tmp_path_
 @given(picks=snapshots())
 def test_soak_every_drawn_row_is_a_document_or_quarantined(spark, cat_conf, tmp_path_factory, picks):
     check_snapshot(spark, cat_conf, tmp_path_factory.mktemp("soak"), picks)
+
+
+def test_nul_in_text_reaches_postgres_as_replacement_character(spark, pg_dsn):
+    """The batch load's COPY (pg.stage_dataframe): Postgres text cannot hold U+0000, and one title
+    with a NUL failed the whole load (psycopg.DataError)."""
+    import psycopg
+
+    from newsdedup.io import pg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (load_id text, id bigint, title text)")
+    df = spark.createDataFrame([(1, "a\x00b"), (2, "plain")], "id long, title string")
+    assert pg.stage_dataframe(df, pg_dsn, "t", ["id", "title"], "L") == 2
+    with psycopg.connect(pg_dsn) as conn:
+        got = dict(conn.execute("SELECT id, title FROM t").fetchall())
+    assert got == {1: "a\ufffdb", 2: "plain"}
