@@ -39,6 +39,20 @@ SMALL = {"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1}, "se
 
 
 @pytest.fixture(scope="module")
+def lean_spark(spark):
+    """The session, tuned for runs of a few rows while this module's prepare passes run: adaptive
+    execution re-plans every stage (its cost, not the rows', dominated a pass of ~50 rows), and
+    one shuffle partition is enough. Restored afterwards: the session is the suite's."""
+    wanted = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
+    before = {k: spark.conf.get(k) for k in wanted}
+    for k, v in wanted.items():
+        spark.conf.set(k, v)
+    yield spark
+    for k, v in before.items():
+        spark.conf.set(k, v)
+
+
+@pytest.fixture(scope="module")
 def cat_conf():
     return load_config(overrides={**SMALL, "input": cat.CATALOGUE_CONF})
 
@@ -182,7 +196,8 @@ def test_row_class(row_run, name):
 # ---------------------------------------------------------------- file classes: one prepare pass
 
 @pytest.fixture(scope="module")
-def file_run(spark, cat_conf, tmp_path_factory):
+def file_run(lean_spark, cat_conf, tmp_path_factory):
+    spark = lean_spark
     d = tmp_path_factory.mktemp("catalogue_files")
     expect, inputs = {}, []
     for i, fc in enumerate(cat.FILE_CLASSES):
@@ -284,16 +299,16 @@ PROPERTY = dict(deadline=None, database=None, derandomize=True,
 
 @settings(max_examples=25, **PROPERTY)
 @given(picks=snapshots())
-def test_every_drawn_row_is_a_document_or_quarantined(spark, cat_conf, tmp_path_factory, picks):
-    check_snapshot(spark, cat_conf, tmp_path_factory.mktemp("prop"), picks)
+def test_every_drawn_row_is_a_document_or_quarantined(lean_spark, cat_conf, tmp_path_factory, picks):
+    check_snapshot(lean_spark, cat_conf, tmp_path_factory.mktemp("prop"), picks)
 
 
 # NEWSDEDUP_SOAK_EXAMPLES: fewer (or more) examples for a soak on a busy machine.
 @pytest.mark.soak
 @settings(max_examples=int(os.environ.get("NEWSDEDUP_SOAK_EXAMPLES", "500")), **{**PROPERTY, "derandomize": False})
 @given(picks=snapshots())
-def test_soak_every_drawn_row_is_a_document_or_quarantined(spark, cat_conf, tmp_path_factory, picks):
-    check_snapshot(spark, cat_conf, tmp_path_factory.mktemp("soak"), picks)
+def test_soak_every_drawn_row_is_a_document_or_quarantined(lean_spark, cat_conf, tmp_path_factory, picks):
+    check_snapshot(lean_spark, cat_conf, tmp_path_factory.mktemp("soak"), picks)
 
 
 def test_nul_in_text_reaches_postgres_as_replacement_character(spark, pg_dsn):
@@ -310,3 +325,11 @@ def test_nul_in_text_reaches_postgres_as_replacement_character(spark, pg_dsn):
     with psycopg.connect(pg_dsn) as conn:
         got = dict(conn.execute("SELECT id, title FROM t").fetchall())
     assert got == {1: "a\ufffdb", 2: "plain"}
+
+
+def test_docs_list_every_class():
+    """docs/reliability.md is the catalogue's table: a class added here must be documented there."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text(encoding="utf-8")
+    names = [c.name for c in [*cat.ROW_CLASSES, *cat.FILE_CLASSES, *cat.REFUSALS, *cat.JSONL_CLASSES]]
+    assert len(names) == len(set(names)) >= 40
+    assert [n for n in names if f"`{n}`" not in doc] == []
