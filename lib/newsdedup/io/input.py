@@ -281,6 +281,23 @@ def _as_text(df: DataFrame, c: str) -> Column:
     return F.col(c).cast("string").cast("binary")  # numbers, booleans, dates: their text
 
 
+def _id(df: DataFrame) -> Column:
+    """The id as a bigint, null (quarantined: "id is not an integer") when it is not one.
+
+    A plain cast would make an id of something else: a double 7.5 is cast to 7 (another
+    article's id), a boolean to 1 or 0. Fractional ids are kept when whole (pandas writes an
+    integer column with nulls as float64); booleans, dates and timestamps are no ids.
+    """
+    col, dtype = F.col("id"), df.schema["id"].dataType
+    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return col.cast("bigint")
+    if isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType)):
+        return F.when(col % 1 == 0, col.try_cast("bigint"))   # NaN and infinities: NaN % 1 is NaN
+    if isinstance(dtype, (T.StringType, T.BinaryType)):
+        return col.cast("string").try_cast("bigint")
+    return F.lit(None).cast("bigint")
+
+
 def conform(df: DataFrame, naive_timezone: str,
             plausible: tuple[datetime, datetime] | None = None) -> DataFrame:
     """Cast the input to the internal shape: typed id, UTC timestamp and its flag, text columns as raw bytes."""
@@ -293,7 +310,7 @@ def conform(df: DataFrame, naive_timezone: str,
     ts = F.when(F.unix_micros(ts).between(MIN_MICROS, MAX_MICROS), ts)  # a zone shift can leave year 1
     out = [
         F.col("id").cast("string").alias("raw_id"),
-        F.col("id").try_cast("bigint").alias("id"),  # "12a" -> null -> quarantined, not a crash
+        _id(df).alias("id"),  # "12a" -> null -> quarantined, not a crash
         ts.alias("published_at"),
         F.col("published_at").cast("string").alias("raw_published_at"),
         _published_at_flag(F.col("published_at"), ts, plausible).alias("published_at_flag"),

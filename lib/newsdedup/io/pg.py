@@ -370,6 +370,16 @@ def ensure_schema(dsn: str) -> None:
         conn.execute(VIEWS_SQL)
 
 
+# Postgres text cannot hold U+0000 (psycopg refuses the whole COPY or INSERT): a NUL in a title,
+# URL or source is written to Postgres as U+FFFD. The Delta tables keep the text as it came.
+NUL_SUBSTITUTE = "\ufffd"
+
+
+def pg_text(value: Any) -> Any:
+    """value as a Postgres text column can hold it (NUL replaced); anything else as it is."""
+    return value.replace("\x00", NUL_SUBSTITUTE) if isinstance(value, str) and "\x00" in value else value
+
+
 def copy_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],
               prefix: Sequence[Any] = ()) -> int:
     """COPY rows (each prefixed with `prefix` values) into table; returns the row count."""
@@ -386,13 +396,19 @@ def copy_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Seque
 
 def stage_dataframe(df, dsn: str, table: str, columns: Sequence[str], load_id: str) -> int:
     """COPY a Spark DataFrame into a staging table from the executors, partition by partition."""
+    from pyspark.sql import functions as F
+
     cols = list(columns)
+    types = dict(df.dtypes)
 
     def load(rows: Iterator) -> Iterator[int]:
         yield copy_rows(dsn, table, ["load_id", *cols], ((r[c] for c in cols) for r in rows),
                         prefix=(load_id,))
 
-    return int(sum(df.select(*cols).rdd.mapPartitions(load).collect()))
+    # NULs replaced in Spark, not per value in the COPY loop (see pg_text).
+    select = [F.regexp_replace(c, "\\x00", NUL_SUBSTITUTE).alias(c) if types[c] == "string" else F.col(c)
+              for c in cols]
+    return int(sum(df.select(*select).rdd.mapPartitions(load).collect()))
 
 
 def load_links(links_df, dsn: str, load_id: str) -> dict[str, int]:

@@ -139,6 +139,39 @@ def parse_time(value: Any, naive_tz: str) -> datetime | None:
     return ts if ts.tzinfo else ts.replace(tzinfo=ZoneInfo(naive_tz))
 
 
+def article_id_of(value: Any) -> int:
+    """An article's id as the batch job reads one (io.input.conform): an integer in int64's range,
+    its digits in a string (blanks and a sign allowed), or a whole number; a UserError otherwise
+    (int() would take True as 1 and 2.5 as 2: another article's id)."""
+    n: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        digits = text[1:] if text[:1] in "+-" else text
+        n = int(text) if digits.isascii() and digits.isdigit() else None
+    if n is None or not -(2**63) <= n < 2**63:
+        raise UserError(f"article id {value!r} is not an integer (-2**63 to 2**63-1, or its digits as a string)")
+    return n
+
+
+def _text_bytes(article_id: int, name: str, value: Any) -> bytes | None:
+    """A text field as prepare's raw bytes. Lone surrogates (a JSON escape such as "\\ud800" decodes
+    to one) are kept as the bytes they stand for, which are not UTF-8: prepare repairs and flags
+    them (invalid_utf8:<field>) as it does in the batch job. Numbers and booleans are their JSON
+    text (the batch job reads such a column as its text); objects and arrays are refused."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, (int, float, bool)):
+        return json.dumps(value).encode("ascii")
+    kind = "object" if isinstance(value, Mapping) else "array"
+    raise UserError(f"article {article_id}: {name} is a JSON {kind}; expected a string")
+
+
 class Checker:
     """The live cascade against one Postgres database."""
 
@@ -195,13 +228,13 @@ class Checker:
         """An article as prepare's input row; a UserError when it is not one."""
         if not isinstance(article, Mapping) or article.get("id") is None:
             raise UserError(f"article without an id: {json.dumps(article, default=str)[:200]}")
-        row: dict[str, Any] = {c: (v.encode("utf-8") if isinstance(v := article.get(c), str) else v)
-                               for c in TEXT_FIELDS}
+        article_id = article_id_of(article["id"])
+        row: dict[str, Any] = {c: _text_bytes(article_id, c, article.get(c)) for c in TEXT_FIELDS}
         try:
             row["published_at"] = parse_time(article.get("published_at"), self.conf.input.naive_timezone)
         except ValueError:
             row["published_at"], row["raw_published_at"] = None, article.get("published_at")
-        row["id"] = int(article["id"])
+        row["id"] = article_id
         return row
 
     def keys(self, article: Mapping[str, Any]) -> dict[str, Any]:
@@ -224,7 +257,7 @@ class Checker:
                 columns: list[list[dict[str, Any]]]) -> list[Verdict]:
         out = []
         for i, (p, verdict) in enumerate(zip(probes, verdicts)):
-            row = {c: p.keys.get(c) for c in pg_documents.COLUMNS}
+            row = {c: pg.pg_text(p.keys.get(c)) for c in pg_documents.COLUMNS}
             for per_stage in columns:
                 row.update(per_stage[i])
             # Only the URL group's first document holds url_hash (see pg_documents).
@@ -401,6 +434,8 @@ def read_jsonl(path: str, max_line_bytes: int | None = None,
                 if refused is not None:
                     refused.append(Refusal(n, size, limit, int(m.group(1)) if m else None))
                 continue
+            if n == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]   # a UTF-8 byte order mark (Windows tools write one) is no part of the JSON
             if line.strip():
                 try:
                     value = json.loads(line.decode("utf-8"))
