@@ -111,7 +111,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
 
     # The stages deduplicate the archive: this slice plus, when the output already holds
     # documents, the stored ones the slice does not replace (incremental.py).
-    archive = incremental.with_stored(spark, new_docs, output, conf.input.id_collision)
+    archive = incremental.with_stored(spark, new_docs, output, conf.input.id_collision, report.run_id)
     report.counts.update(archive.counts)
     if archive.collisions is not None:   # refused documents are quarantined, so every input row stays counted
         quarantine = quarantine.unionByName(_refused(archive.collisions, F.lit(ID_COLLISION)))

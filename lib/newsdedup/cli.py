@@ -364,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"newsdedup: error: {line}", file=sys.stderr)
         return 2
     except Exception as exc:
-        message = _store_failure(exc, args) or _postgres_failure(exc)
+        # Postgres first: its "Connection refused" is not the object store's.
+        message = _postgres_failure(exc) or _store_failure(exc, args)
         if message is None:
             # Not one of ours: the whole trace, as Python would print it, but with passwords masked
             # (a Spark task's failure quotes whatever its Python worker raised).
@@ -387,12 +388,15 @@ PRIVILEGE_IN_TASK = re.compile(r"psycopg\.errors\.InsufficientPrivilege: ([^\n]+
 
 
 def _postgres_failure(exc: Exception) -> str | None:
-    """One line, no trace, for a server that goes away mid-command (killed, restarted, lock timeout)
-    and for a role refused a right, on the driver or in a Spark task (whose failure quotes it)."""
+    """One line, no trace, for a server that goes away mid-command (killed, stopped, restarted, lock
+    timeout) and for a role refused a right, on the driver or in a Spark task (whose failure quotes it)."""
     import psycopg
 
-    if isinstance(exc, psycopg.OperationalError):
-        return f"Postgres: {' '.join(str(exc).split())}"
+    from .io.pg import describe_failure
+
+    gone = describe_failure(exc)
+    if gone is not None:
+        return gone
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         denied = exc.diag.message_primary or str(exc).splitlines()[0]
     else:
@@ -405,10 +409,11 @@ def _postgres_failure(exc: Exception) -> str | None:
 
 
 def _store_failure(exc: Exception, args: argparse.Namespace) -> str | None:
-    """A Java failure of the object store met outside io.paths (inside a Delta read/write): one line."""
-    from .io.paths import describe_failure
+    """A Java failure of the object store met outside io.paths (inside a Delta read/write), or a
+    write the file system refused (read-only, permissions, full): one line."""
+    from .io.paths import describe_failure, describe_os_error
 
-    return describe_failure(getattr(args, "output", None) or "", exc)
+    return describe_failure(getattr(args, "output", None) or "", exc) or describe_os_error(exc)
 
 
 if __name__ == "__main__":

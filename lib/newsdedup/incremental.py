@@ -145,18 +145,27 @@ def same_article(new_url_hash: Column, old_url_hash: Column, new_url: Column, ol
 
 
 def with_stored(spark: SparkSession, docs: DataFrame, output: str | None,
-                id_collision: str = "quarantine") -> Archive:
+                id_collision: str = "quarantine", run_id: str | None = None) -> Archive:
     """The archive for this run: docs against the stored documents of output (same columns).
 
     A document of docs whose id is already stored is a re-crawl when it is the same article
     (same_article): it replaces the stored row (Delta's history keeps the old one). Otherwise
     another article reuses the id, and id_collision decides: "quarantine" keeps the stored one
     and hands the newcomer back in `collisions`; "replace" lets it replace the stored one.
+
+    run_id: the run's own documents, written by an earlier attempt of it that died after its
+    Delta write had begun, are not stored documents: a resumed first run would otherwise become
+    an incremental run over its own slice (a closure step, and stage 4 embedding the documents
+    the closure compares), and end with other outputs than the run nobody interrupted.
     """
     path = store.table_path(output, "documents") if output else None
     if path is None or not store.exists(spark, path):
         return Archive(docs, docs, None, {})
     stored = store.read(spark, output, "documents")
+    if run_id is not None and "run_id" in stored.columns:
+        stored = stored.where(~F.col("run_id").eqNullSafe(F.lit(run_id)))
+        if not stored.limit(1).count():
+            return Archive(docs, docs, None, {})
     missing = [c for c in docs.columns if c not in stored.columns]
     if missing:
         raise ValueError(f"{path} lacks columns {missing}: written by an older version; rerun the whole archive")

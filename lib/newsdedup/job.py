@@ -86,6 +86,38 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
         store.insert_skipped(spark, [(shown(b.path), b.reason, b.row_group, b.rows, report.run_id, now)
                                      for b in given.skipped], store.table_path(output, "skipped_files"))
     progress.line(f"run {report.run_id}: {input_path} -> {output}")
+    try:
+        return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state)
+    except Exception as exc:
+        if not dry_run:
+            _resumable(exc, output, report.run_id)
+        raise
+
+
+class RunInterrupted(UserError):
+    """The store or Postgres failed under a run that can be resumed once it is fixed."""
+
+
+def _resumable(exc: Exception, output: str, run_id: str) -> None:
+    """Raise a store's or Postgres' failure under a run as one line that says how to go on from it;
+    return for anything else (a bug keeps its trace, other refusals their own line)."""
+    if isinstance(exc, (paths.ObjectStoreError, pg.PostgresUnavailable)):
+        message = str(exc)
+    elif isinstance(exc, UserError):
+        return
+    else:
+        # Postgres first: its "Connection refused" is not the object store's.
+        message = pg.describe_failure(exc) or paths.describe_failure(output, exc) or paths.describe_os_error(exc)
+    if message is None:
+        return
+    raise RunInterrupted(f"{message}; once that is fixed, run {run_id} goes on from its last finished step "
+                         f"with: newsdedup run --resume {run_id} (same --output, --pg and --conf)") from None
+
+
+def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | None", dsn: str | None,
+           dry_run: bool, load_pg: bool, input_path: str, now: datetime, report: RunReport,
+           state: "runstate.Persisted | None") -> RunReport:
+    """The run's steps, its Delta write and Postgres load, and its record."""
     with progress.TaskLine(spark):
         # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
         result = run_cascade(spark, raw, conf, report, None if dry_run else output, steps=state)

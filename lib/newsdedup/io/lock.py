@@ -66,6 +66,10 @@ class OutputLock:
             except FileNotFoundError:
                 self.lost = True
                 return
+            except OSError:
+                # The output turned read-only or full under the run: the run's own next write fails
+                # with a line that says so; a crashed heartbeat thread would only add a traceback.
+                continue
 
     def ensure_held(self) -> None:
         if self.lost or _read(self.path).get("token") != self.token:
@@ -149,7 +153,13 @@ def acquire(output: str, conf: "LockConfig", command: str) -> OutputLock:
 def release(lock: OutputLock) -> None:
     lock._stop.set()
     if _read(lock.path).get("token") == lock.token:
-        lock.path.unlink(missing_ok=True)
+        try:
+            lock.path.unlink(missing_ok=True)
+        except OSError:
+            # An output that turned read-only (or lost its permissions) under the run: the file
+            # stays, and the next run takes it over (its process is gone, stale_reason). Raising
+            # here would replace the error that says what happened with this one.
+            pass
 
 
 @contextmanager

@@ -114,10 +114,37 @@ def check_reachable(spark: "SparkSession", path: str) -> None:
 # ------------------------------------------------------------------ errors
 
 
+# A file system that refuses a write, as Java reports it: java.io's "(reason)" after the file,
+# java.nio's "file: reason", Hadoop's "Mkdirs failed to create", Delta's DELTA_CANNOT_CREATE_LOG_PATH.
+_REFUSALS = ("Read-only file system", "Permission denied", "No space left on device", "Disk quota exceeded")
+_REFUSED_FILE = re.compile(r"(?:java\.io\.|java\.nio\.file\.)\w+Exception: (\S+?):? \(?(" + "|".join(_REFUSALS) + r")\)?")
+_NOT_CREATED = re.compile(r"(?:Mkdirs failed to create|\[DELTA_CANNOT_CREATE_LOG_PATH\] Cannot create) (\S+)")
+
+
+def describe_unwritable(path: str, text: str) -> str | None:
+    """One line for a write the local file system refused (read-only, permissions, full), naming
+    the file; None when text shows no such refusal."""
+    def shown(file: str) -> str:   # Hadoop writes file:/x as well as file:///x
+        return re.sub(r"^file:(//)?", "", file)
+
+    m = _REFUSED_FILE.search(text)
+    if m:
+        return f"cannot write {shown(m.group(1))}: {m.group(2).lower()}"
+    m = _NOT_CREATED.search(text)
+    if m:
+        return (f"cannot create {shown(m.group(1))} (read-only, no permission or no space under "
+                f"{path or 'the output'})")
+    return None
+
+
 def describe_store_error(path: str, text: str) -> str | None:
     """One line for a Java failure of the store behind path, or None when it is not one we know."""
     path = os.fspath(path) if path else ""
     where = f"{path}: " if path else ""
+    if is_local(path or "/"):
+        unwritable = describe_unwritable(path, text)
+        if unwritable:
+            return unwritable
     if "ClassNotFoundException" in text and "FileSystem" in text or "No FileSystem for scheme" in text:
         return (f"{where}no Hadoop connector for '{scheme(path)}://' on the classpath; add its jars "
                 f"(spark.packages / spark.scheme_packages in the config, or --packages under spark-submit)")
@@ -165,6 +192,16 @@ def java_failure_text(exc: BaseException) -> str | None:
 def describe_failure(path: str, exc: BaseException) -> str | None:
     text = java_failure_text(exc)
     return describe_store_error(path, text) if text else None
+
+
+def describe_os_error(exc: BaseException) -> str | None:
+    """One line for a Python write the file system refused (the lock, the JSON report); None otherwise."""
+    import errno
+
+    refused = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
+    if isinstance(exc, OSError) and exc.errno in refused and exc.filename:
+        return f"cannot write {exc.filename}: {exc.strerror.lower()}"
+    return None
 
 
 class store_errors:

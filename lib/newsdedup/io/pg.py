@@ -182,6 +182,24 @@ def redact(dsn: str) -> str:
     return dsn_text.describe(dsn)
 
 
+# psycopg's error as a Spark task failure quotes it (an executor's COPY): its class and first line.
+_QUOTED = re.compile(r"psycopg\.(?:errors\.)?(\w+(?:Error|Shutdown|Failure|Failed|Unavailable)\w*): ([^\n]+)")
+
+
+def describe_failure(exc: BaseException) -> str | None:
+    """One line for a server that went away under a command (killed, stopped, restarted, a lock
+    timeout): psycopg's OperationalError in the driver, or in an executor's COPY, which reaches the
+    driver as a Spark failure quoting it. None for anything else."""
+    if isinstance(exc, psycopg.OperationalError):
+        return f"Postgres: {one_line(exc)}"
+    if isinstance(exc, psycopg.Error):
+        return None
+    m = _QUOTED.search(str(exc))
+    if m is None or not hasattr(exc, "java_exception") and type(exc).__module__.split(".")[0] != "pyspark":
+        return None
+    return f"Postgres: {' '.join(m.group(2).split())} ({m.group(1)}, in a Spark task)"
+
+
 def one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
