@@ -157,14 +157,18 @@ class RowClass:
         return self.make(base, rng, big)
 
 
+def _registrar(registry: list, kind):
+    """A decorator factory: @name(class name, group, example) files the function it decorates as a class."""
+    def declare(name: str, group: str, example: str):
+        def register(fn):
+            registry.append(kind(name, example, fn, group))
+            return fn
+        return register
+    return declare
+
+
 ROW_CLASSES: list[RowClass] = []
-
-
-def row_class(name: str, group: str, example: str):
-    def register(make):
-        ROW_CLASSES.append(RowClass(name, example, make, group))
-        return make
-    return register
+row_class = _registrar(ROW_CLASSES, RowClass)
 
 
 # Unicode
@@ -508,13 +512,7 @@ class FileClass:
 
 
 FILE_CLASSES: list[FileClass] = []
-
-
-def file_class(name: str, group: str, example: str):
-    def register(write):
-        FILE_CLASSES.append(FileClass(name, example, write, group))
-        return write
-    return register
+file_class = _registrar(FILE_CLASSES, FileClass)
 
 
 def _table(ids, n=None, **cols) -> dict:
