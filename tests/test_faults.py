@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from newsdedup import job, runstate
-from newsdedup.io import pg_embedded, store
+from newsdedup.io import failpoints, pg_embedded, store
 
 from conftest import SAMPLE, fresh_database
 from semantic_data import SEM
@@ -88,6 +88,9 @@ class Fault:
     arm: Callable[[Ctx], Callable[[], bool]]
     inject: str = "kill"          # kill | readonly | pg_stop
     persisted: bool = True        # a step with a marker in the run state (load_postgres has none)
+    # A failpoint (io/failpoints.py) that holds the run where the fault must land: a load stages
+    # and merges in milliseconds, too fast for polling alone on a quiet machine.
+    pause: str | None = None
 
 
 def _when(path_of: Callable[[Ctx], Path]) -> Callable[[Ctx], Callable[[], bool]]:
@@ -118,9 +121,11 @@ FAULTS = [
     Fault("kill in OPTIMIZE", "optimize_delta", _when(lambda c: commit(c.out / "documents", 2))),
     # Executors have COPYed documents (with their vectors) into staging; nothing merged yet.
     Fault("kill in the Postgres COPY of documents and vectors", "load_postgres",
-          lambda c: (lambda: staged(c.dsn, "documents_staging") > 0), persisted=False),
+          lambda c: (lambda: staged(c.dsn, "documents_staging") > 0), persisted=False,
+          pause="staged:documents_staging"),
     Fault("Postgres stopped in the COPY of the links", "load_postgres",
-          lambda c: (lambda: staged(c.dsn, "duplicate_links_staging") > 0), inject="pg_stop", persisted=False),
+          lambda c: (lambda: staged(c.dsn, "duplicate_links_staging") > 0), inject="pg_stop", persisted=False,
+          pause="staged:duplicate_links_staging"),
 ]
 # What CI runs (NEWSDEDUP_FAULTS=all runs every fault above; each costs a restart of the job, ~40 s
 # on the 2-core machine before any work): the faults of the run's last steps, where the job has
@@ -150,6 +155,8 @@ class Attempt:
 def attempt(args: list[str], cwd: Path, ctx: Ctx, fault: Fault | None, timeout: float = 900) -> Attempt:
     """`newsdedup ARGS` until it ends; with a fault, inject it inside fault.step."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if fault is not None and fault.pause:
+        env[failpoints.PAUSE_AT] = fault.pause
     proc = subprocess.Popen([str(VENV_BIN / "newsdedup"), *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             text=True, env=env, cwd=cwd, start_new_session=True)
     lines: list[str] = []
@@ -173,7 +180,9 @@ def attempt(args: list[str], cwd: Path, ctx: Ctx, fault: Fault | None, timeout: 
             while not started.wait(0.05):
                 assert proc.poll() is None and time.time() < deadline, \
                     f"{fault.name}: the run ended before {fault.step} started:\n" + "".join(lines)
-            ready = fault.arm(ctx)
+            armed = fault.arm(ctx)
+            paused = f"paused at {fault.pause}\n"
+            ready = (lambda: paused in lines and armed()) if fault.pause else armed
             while not ready():
                 assert proc.poll() is None and time.time() < deadline, \
                     f"{fault.name}: the run ended before the fault could be injected:\n" + "".join(lines)

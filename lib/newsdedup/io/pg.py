@@ -28,7 +28,7 @@ LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "
 SUPERSEDE_COLUMNS = ("superseded_at", "superseded_by_run")
 
 from ..errors import UserError
-from . import dsn as dsn_text
+from . import dsn as dsn_text, failpoints
 from ..stages import STAGE_NAMES
 
 if TYPE_CHECKING:
@@ -426,7 +426,9 @@ def stage_dataframe(df, dsn: str, table: str, columns: Sequence[str], load_id: s
     # NULs replaced in Spark, not per value in the COPY loop (see pg_text).
     select = [F.regexp_replace(c, "\\x00", NUL_SUBSTITUTE).alias(c) if types[c] == "string" else F.col(c)
               for c in cols]
-    return int(sum(df.select(*select).rdd.mapPartitions(load).collect()))
+    staged = int(sum(df.select(*select).rdd.mapPartitions(load).collect()))
+    failpoints.pause(f"staged:{table}")   # staged, nothing merged: where tests/test_faults.py strikes
+    return staged
 
 
 def load_links(links_df, dsn: str, load_id: str) -> dict[str, int]:
