@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -384,28 +383,12 @@ def _shown(message: str) -> str:
     return dsn.mask_known(message)
 
 
-PRIVILEGE_IN_TASK = re.compile(r"psycopg\.errors\.InsufficientPrivilege: ([^\n]+)")
-
-
 def _postgres_failure(exc: Exception) -> str | None:
     """One line, no trace, for a server that goes away mid-command (killed, stopped, restarted, lock
     timeout) and for a role refused a right, on the driver or in a Spark task (whose failure quotes it)."""
-    import psycopg
+    from .io.pg import describe_denied, describe_failure
 
-    from .io.pg import describe_failure
-
-    gone = describe_failure(exc)
-    if gone is not None:
-        return gone
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        denied = exc.diag.message_primary or str(exc).splitlines()[0]
-    else:
-        found = PRIVILEGE_IN_TASK.search(str(exc))
-        if found is None:
-            return None
-        denied = found.group(1).strip()
-    return (f"Postgres: {denied}: the role lacks a right this command needs "
-            "(docs/postgres-roles.md lists each command's rights)")
+    return describe_failure(exc) or describe_denied(exc)
 
 
 def _store_failure(exc: Exception, args: argparse.Namespace) -> str | None:

@@ -200,6 +200,23 @@ def describe_failure(exc: BaseException) -> str | None:
     return f"Postgres: {' '.join(m.group(2).split())} ({m.group(1)}, in a Spark task)"
 
 
+_DENIED_IN_TASK = re.compile(r"psycopg\.errors\.InsufficientPrivilege: ([^\n]+)")
+
+
+def describe_denied(exc: BaseException) -> str | None:
+    """One line for a right the server refused the role, raised in the driver or quoted by a Spark
+    task's failure (an executor's COPY). None for anything else."""
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        denied = exc.diag.message_primary or str(exc).splitlines()[0]
+    else:
+        found = _DENIED_IN_TASK.search(str(exc))
+        if found is None:
+            return None
+        denied = found.group(1).strip()
+    return (f"Postgres: {denied}: the role lacks a right this command needs "
+            "(docs/postgres-roles.md lists each command's rights)")
+
+
 def one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
