@@ -89,3 +89,31 @@ def test_names_of_finds_what_the_lookbehind_pattern_finds():
     for text in texts:
         assert ref.names_of(text) == sorted(set(first.findall(text))), text
     assert sum(bool(ref.names_of(t)) for t in texts) > 1000
+
+
+def test_prepared_shingle_sets_are_the_ones_verification_computes(conf):
+    """The live lookup verifies on the shingle sets Preparer.rows hands over (set_shingles, from
+    prepare's own kernel pass) instead of computing them again: they must be PairFeatures' sets,
+    value for value, for every document stage 3 sees, and absent for the others."""
+    import pyarrow as pa
+
+    from newsdedup.prepare import Preparer
+    from newsdedup.stages.simhash.verify import PairFeatures
+
+    docs, _ = generate(300, 11)
+    rows = [{"id": i, "title": t, "body": b, "lang": lang, "url": None, "html": None, "source": None,
+             "published_at": None} for i, (t, b, lang) in enumerate(zip(docs.column("title").to_pylist(),
+                                                                         docs.column("body").to_pylist(),
+                                                                         docs.column("lang").to_pylist()))]
+    odd = random_texts(random.Random(4), 60)       # empty, one word, Bangla signs only, long repeats
+    rows += [{"id": 10_000 + i, "title": None, "body": t, "lang": None, "url": None, "html": None,
+              "source": None, "published_at": None} for i, t in enumerate(odd)]
+    keyed = Preparer(conf).rows(rows)
+    staged = [r for r in keyed if r["simhash_w"] is not None]
+    assert len(staged) > 300 and len(staged) < len(keyed)
+    assert all(r["set_shingles"] is None for r in keyed if r["simhash_w"] is None)
+    expected = PairFeatures(conf).of_keys(pa.array([r["id"] for r in staged], pa.int64()),
+                                          [r["content_key"] for r in staged], [r["lang"] for r in staged])
+    for r, want in zip(staged, expected.column("shingles").to_pylist()):
+        assert r["set_shingles"].dtype == np.int32
+        assert r["set_shingles"].tolist() == want, r["id"]

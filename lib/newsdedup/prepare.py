@@ -154,7 +154,8 @@ class Preparer:
     def rows(self, rs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """rs: the input columns (text as str or raw bytes), published_at as a datetime or None.
         Each result holds prepare's columns, plus content_key (the normalised text stages 3 and
-        4 start from; not stored)."""
+        4 start from; not stored) and, where simhash_w is set, set_shingles: the sorted distinct
+        shingle set simhash_w and mh_bands were computed from (stage 3 verifies on it; not stored)."""
         flags: list[list[str]] = [[] for _ in rs]
         texts = [self._decoded(r, fl) for r, fl in zip(rs, flags)]
         for r, fl in zip(rs, flags):
@@ -178,7 +179,9 @@ class Preparer:
                 **{c: content[c][i] for c in ("content_hash", "text_chars", "lang", "lang_detected")},
                 "content_key": content["key"][i], "simhash": fp, "n_features": int(sim["n_features"][i]),
                 "simhash_w": int(sim["simhash_w"][i]) if sim["simhash_w_valid"][i] else None,
-                "mh_bands": sim["mh_bands"][i]}
+                "mh_bands": sim["mh_bands"][i],
+                "set_shingles": (sim["set_values"][sim["set_offsets"][i]:sim["set_offsets"][i + 1]]
+                                 if sim["simhash_w_valid"][i] else None)}
             for b, value in enumerate(bands(fp, n_bands) if fp is not None else [None] * n_bands):
                 row[f"band_{b}"] = value
             out.append(row)

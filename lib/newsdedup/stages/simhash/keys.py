@@ -42,7 +42,9 @@ class SimhashKeys:
         """keys: normalised texts (content_key). Returns simhash (int64, valid where n_features suffice)
         and simhash_w (int64) as masked pairs, n_features, and mh_bands (a list of n_bands ints, or None):
         {"simhash", "simhash_valid", "n_features", "simhash_w", "simhash_w_valid", "mh_bands"}.
-        Documents too short for the seed fingerprint stay out of stage 3 altogether (no set columns)."""
+        Documents too short for the seed fingerprint stay out of stage 3 altogether (no set columns).
+        Also set_offsets, set_values: document i's shingle set is set_values[set_offsets[i]:set_offsets[i + 1]]
+        (empty where simhash_w is not valid)."""
         n = len(keys)
         kinds = np.full(n, -1, dtype=np.int8)
         set_kinds = np.full(n, -1, dtype=np.int8)
@@ -57,13 +59,16 @@ class SimhashKeys:
         folded = [k.casefold() if kinds[i] >= 0 else "" for i, k in enumerate(keys)]
         is_word, is_text = char_classes()
         n_bands, rows = self.conf.minhash_bands, self.conf.minhash_rows
-        seed, n_features, seed_valid, simhash_w, simhash_w_valid, mh_bands, _, _ = kernels.keys_batch(
+        seed, n_features, seed_valid, simhash_w, simhash_w_valid, mh_bands, set_offsets, set_values = kernels.keys_batch(
             *kernels.code_points(folded), kinds, ngrams, minimum, set_kinds, set_ngrams,
             minhash_salts(n_bands * rows), n_bands, rows, is_word, is_text, *kernels.word_cache().arrays())
         bands_or_none = [row if ok else None for row, ok in zip(mh_bands.view(np.int64).tolist(), simhash_w_valid)]
         return {"simhash": seed.view(np.int64), "simhash_valid": seed_valid,
                 "n_features": n_features.astype(np.int32),
-                "simhash_w": simhash_w.view(np.int64), "simhash_w_valid": simhash_w_valid, "mh_bands": bands_or_none}
+                "simhash_w": simhash_w.view(np.int64), "simhash_w_valid": simhash_w_valid, "mh_bands": bands_or_none,
+                # The shingle sets behind simhash_w (stage 3's verification set, kernels.keys_batch), as offsets
+                # and int32 values: not a column, but the live lookup need not compute them a second time.
+                "set_offsets": set_offsets, "set_values": set_values.view(np.int32)}
 
     def columns(self, key: str, lang: str | None, has_body: bool) -> dict[str, Any]:
         """One document (tests, tools): simhash (None below min_features), n_features, band_0..,

@@ -37,7 +37,7 @@ import pyarrow as pa
 from ..base import ACTIVE_LINK_COLUMNS, ACTIVE_LINK_JOINS, LiveHit, Probe, canonical_at, stored_of
 from .candidates import bucket_codes
 from .reference import hamming
-from .verify import Features, PairFeatures, features_of, pair_measures, passes
+from .verify import Features, PairFeatures, features_of, features_with_shingles, pair_measures, passes
 
 if TYPE_CHECKING:
     from ...config import Config, SimhashConfig
@@ -135,13 +135,22 @@ class SimhashLookup:
         todo = [p for p in probes if NAME not in p.extra]
         if not todo:
             return
-        keys = [p.keys.get("content_key") for p in todo]
-        feats = features_of(self.pair_features, [p.id for p in todo], [p.keys.get("lang") for p in todo],
-                            [p.keys.get("title") for p in todo], [p.keys.get("body") for p in todo],
-                            keys if all(k is not None for k in keys) else None)
-        for p, f in zip(todo, feats):
+        # Prepare's kernel already computed the shingle sets (Preparer.rows' set_shingles: the same
+        # keys_batch pass over the same content key and set features as PairFeatures.of_keys), so
+        # only the numbers and names are left to find; probes keyed some other way go the long way.
+        keyed = [p for p in todo if p.keys.get("set_shingles") is not None and p.keys.get("content_key") is not None]
+        feats = {id(p): features_with_shingles(p.keys["set_shingles"], p.keys["content_key"]) for p in keyed}
+        rest = [p for p in todo if id(p) not in feats]
+        if rest:
+            keys = [p.keys.get("content_key") for p in rest]
+            computed = features_of(self.pair_features, [p.id for p in rest], [p.keys.get("lang") for p in rest],
+                                   [p.keys.get("title") for p in rest], [p.keys.get("body") for p in rest],
+                                   keys if all(k is not None for k in keys) else None)
+            feats.update((id(p), f) for p, f in zip(rest, computed))
+        for p in todo:
             k = p.keys
-            p.extra[NAME] = (f, bucket_codes(k.get("lang"), k.get("simhash_w"), k.get("mh_bands"), self.sim_conf))
+            p.extra[NAME] = (feats[id(p)], bucket_codes(k.get("lang"), k.get("simhash_w"), k.get("mh_bands"),
+                                                        self.sim_conf))
 
     def _stored_candidates(self, conn, probes: list[Probe]) -> dict[int, list[_Seen]]:
         """Per probe index: the stored documents that share a bucket code with it."""

@@ -252,6 +252,12 @@ def features_of(features: PairFeatures, ids: Sequence[int], langs: Sequence[str 
             for i in range(len(ids))]
 
 
+def features_with_shingles(shingles: np.ndarray, key: str) -> Features:
+    """One document's Features from its shingle set as computed already (int32, sorted as uint32) and its
+    content key: the nums and names `PairFeatures.of_keys` finds in the same key."""
+    return Features(np.asarray(shingles, np.int32), tuple(numbers_of(key)), tuple(names_of(key)))
+
+
 def pair_measures(left: Sequence[Features], right: Sequence[Features]) -> dict[str, np.ndarray]:
     """jaccard, containment, numbers and names (NaN where `similarity` has null) of each pair
     (left[i], right[i]), computed by `measures`."""
