@@ -415,6 +415,14 @@ def pg_text(value: Any) -> Any:
     return value.replace("\x00", NUL_SUBSTITUTE) if isinstance(value, str) and "\x00" in value else value
 
 
+def bigint_array(values: Iterable[int]) -> str:
+    """A list of integers as the text of a Postgres array literal, for a parameter cast ::bigint[].
+    psycopg dumps a Python list element by element (14 ms for the ~5,000 bucket codes of one bulk
+    round of check, measured); joined here, the server parses it in C (0.6 ms). Integers only:
+    their text needs no quoting."""
+    return "{" + ",".join(map(str, map(int, values))) + "}"
+
+
 def copy_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],
               prefix: Sequence[Any] = ()) -> int:
     """COPY rows (each prefixed with `prefix` values) into table; returns the row count."""

@@ -316,7 +316,7 @@ class Checker:
         # The costly per-article work (features, vectors) is done before claiming: claims are held
         # from here to commit and every writer sharing a key waits that long.
         columns = [lookup.stored_columns(probes) for lookup in self.lookups]
-        keys = self.claim_keys(probes)
+        keys = pg.bigint_array(self.claim_keys(probes))
         failure = ""
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ...io.pg import bigint_array
 from ..base import ACTIVE_LINK_COLUMNS, ACTIVE_LINK_JOINS, LiveHit, Probe, canonical_at, stored_of
 from .candidates import bucket_codes
 from .reference import hamming
@@ -159,8 +160,9 @@ class SimhashLookup:
             lo.append(len(codes) + 1)
             codes.extend(p.extra[NAME][1])
             hi.append(len(codes))
-        rows = conn.execute(CANDIDATES_SQL, {"ids": [p.id for p in probes], "langs": [p.keys.get("lang") for p in probes],
-                                             "lo": lo, "hi": hi, "codes": codes})
+        rows = conn.execute(CANDIDATES_SQL, {"ids": bigint_array(p.id for p in probes),
+                                             "langs": [p.keys.get("lang") for p in probes],
+                                             "lo": bigint_array(lo), "hi": bigint_array(hi), "codes": bigint_array(codes)})
         out: dict[int, list[_Seen]] = {}
         for i, doc_id, published, l_stage, l_canon, c_published, lang, fp, bands, shingles, nums, names in rows:
             if fp is None:
