@@ -254,8 +254,10 @@ def features_of(features: PairFeatures, ids: Sequence[int], langs: Sequence[str 
 
 def features_with_shingles(shingles: np.ndarray, key: str) -> Features:
     """One document's Features from its shingle set as computed already (int32, sorted as uint32) and its
-    content key: the nums and names `PairFeatures.of_keys` finds in the same key."""
-    return Features(np.asarray(shingles, np.int32), tuple(numbers_of(key)), tuple(names_of(key)))
+    content key: the nums and names `PairFeatures.of_keys` finds in the same key. The set is copied: it
+    may be a slice of a whole batch's array, which a lookup's memory (kept for a whole call) must not
+    hold on to."""
+    return Features(np.array(shingles, np.int32), tuple(numbers_of(key)), tuple(names_of(key)))
 
 
 def pair_measures(left: Sequence[Features], right: Sequence[Features]) -> dict[str, np.ndarray]:
