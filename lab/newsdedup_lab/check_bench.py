@@ -140,12 +140,30 @@ class LookupRun:
     seconds: float
     latencies_ms: list[float] = field(repr=False, default_factory=list)
     stages: dict[str, int] = field(default_factory=dict)
+    pass_seconds: list[float] = field(default_factory=list)     # bulk: each pass over the articles
+    cpu_ms: dict[str, float] = field(default_factory=dict)       # bulk: CPU per article, client and server
 
     def summary(self) -> dict[str, Any]:
-        return {"mode": self.mode, "articles": self.n, "seconds": round(self.seconds, 2),
-                "lookups_per_s": round(self.n / self.seconds, 1),
-                "p50_ms": round(percentile(self.latencies_ms, 50), 2),
-                "p99_ms": round(percentile(self.latencies_ms, 99), 2), "verdicts": self.stages}
+        out = {"mode": self.mode, "articles": self.n, "seconds": round(self.seconds, 2),
+               "lookups_per_s": round(self.n / self.seconds, 1),
+               "p50_ms": round(percentile(self.latencies_ms, 50), 2),
+               "p99_ms": round(percentile(self.latencies_ms, 99), 2), "verdicts": self.stages}
+        if len(self.pass_seconds) > 1:
+            per = self.n / len(self.pass_seconds)
+            out["per_pass_lookups_per_s"] = [round(per / s, 1) for s in self.pass_seconds]
+        if self.cpu_ms:
+            out["cpu_ms_per_article"] = self.cpu_ms
+        return out
+
+
+def backend_cpu_s(conn) -> float | None:
+    """CPU seconds the server process behind conn has used (user + system), where it runs on this
+    machine (the embedded server does); None elsewhere."""
+    try:
+        fields = open(f"/proc/{conn.info.backend_pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def timed_single(checker, articles: list[dict], mode: str) -> LookupRun:
@@ -166,9 +184,11 @@ def timed_bulk(checker, articles: list[dict], mode: str, repeats: int = 1) -> Lo
     connection (a long-lived checker: statements prepared, plans cached); latencies are per round,
     verdicts counted once."""
     run = LookupRun(mode, len(articles) * repeats, 0.0)
+    conn = checker._connection()
+    server_start, client_start = backend_cpu_s(conn), time.process_time()
     t_start = time.perf_counter()
     for r in range(repeats):
-        last = time.perf_counter()
+        last = pass_start = time.perf_counter()
         for i, verdict in enumerate(checker.check_batch(articles), 1):
             if r == 0:
                 run.stages[verdict.stage or "new"] = run.stages.get(verdict.stage or "new", 0) + 1
@@ -176,7 +196,15 @@ def timed_bulk(checker, articles: list[dict], mode: str, repeats: int = 1) -> Lo
                 now = time.perf_counter()
                 run.latencies_ms.append((now - last) * 1000)
                 last = now
+        run.pass_seconds.append(time.perf_counter() - pass_start)
     run.seconds = time.perf_counter() - t_start
+    # Where a round's time goes, in CPU: this process (keys, features, verification, the driver) and
+    # the server process (the index scans); under a load average above the core count the wall time
+    # is these stretched by the wait for a core.
+    run.cpu_ms = {"client": round((time.process_time() - client_start) * 1000 / run.n, 3)}
+    server_end = backend_cpu_s(conn)
+    if server_start is not None and server_end is not None:
+        run.cpu_ms["server"] = round((server_end - server_start) * 1000 / run.n, 3)
     return run
 
 
@@ -262,6 +290,12 @@ def markdown(result: dict, command: str) -> str:
         verdicts = ", ".join(f"{k} {v}" for k, v in sorted(r["verdicts"].items()))
         lines.append(f"| {r['mode']} | {r['articles']:,} | {r['lookups_per_s']:,} | {r['p50_ms']} | "
                      f"{r['p99_ms']} | {verdicts} |")
+    for r in result["lookups"]:
+        if "per_pass_lookups_per_s" in r or "cpu_ms_per_article" in r:
+            cpu = r.get("cpu_ms_per_article", {})
+            lines += ["", f"{r['mode']}: per pass {', '.join(f'{x:,}' for x in r.get('per_pass_lookups_per_s', []))} "
+                          f"lookups/s; CPU per article {cpu.get('client', '?')} ms in this process, "
+                          f"{cpu.get('server', '?')} ms in the server process."]
     if "load_average_1_5_15" in result:
         la = result["load_average_1_5_15"]
         lines += ["", f"Load average (1, 5, 15 min) of the machine: {la['before']} before the lookups, "
