@@ -66,7 +66,6 @@ import json
 import random
 import re
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -102,31 +101,6 @@ RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailur
 MAX_ATTEMPTS = 6
 BACKOFF_S = 0.05          # first wait; doubled each retry (with jitter), at most BACKOFF_MAX_S
 BACKOFF_MAX_S = 2.0
-
-
-class _ReadAhead(threading.Thread):
-    """One call of fn(*args) in a daemon thread; result() waits for it and returns or raises what it
-    did. Daemon: a caller that abandons check_batch must not be kept from exiting by a thread
-    blocked reading its input."""
-
-    def __init__(self, fn, *args):
-        super().__init__(name="newsdedup-check-read-ahead", daemon=True)
-        self._fn, self._args = fn, args
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            self._value = self._fn(*self._args)
-        except BaseException as exc:     # handed to the caller's thread, raised there
-            self._error = exc
-
-    def result(self) -> Any:
-        self.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 @dataclass
@@ -351,39 +325,26 @@ class Checker:
         memories = [lookup.memory() for lookup in self.lookups]
         return [Verdict(**{**asdict(v), "error": why}) for v in self._verdicts(conn, probes, memories)]
 
-    def _read_batch(self, it: Iterator[Mapping[str, Any]]) -> tuple[int, list[Probe], UserError | None]:
-        """The next `batch_size` articles of it, keyed: (how many were read, their probes up to the
-        first bad one, the UserError that stopped the input there or None)."""
-        chunk, failure = [], None
-        try:
-            chunk.extend(islice(it, self.batch_size))
-        except UserError as exc:   # a bad input line: the articles before it are still answered
-            failure = exc
-        rows = []
-        for article in chunk:
-            try:
-                rows.append(self._input_row(article))
-            except UserError as exc:   # not an article: the same, from this one on
-                failure = exc
-                break
-        return len(chunk), [Probe(keys) for keys in self.preparer.rows(rows)] if rows else [], failure
-
     def check_batch(self, articles: Iterable[Mapping[str, Any]]) -> Iterator[Verdict]:
         """Verdicts in input order, `batch_size` articles per round of lookups; with insert, each
-        batch commits before its verdicts are yielded.
-
-        While one batch is looked up, the next is read and keyed in a thread (_ReadAhead): its
-        keys need no database, and most of a round is spent waiting for Postgres, with the GIL
-        released. A batch's verdicts never wait for the next batch to be read (a client that
-        sends one batch and waits for its answers still gets them), and the next is only read
-        once this one filled up without a bad line, as before."""
+        batch commits before its verdicts are yielded."""
         memories = [lookup.memory() for lookup in self.lookups]   # without insert: the call's memory
         it = iter(articles)
         conn = self._connection()
-        n_read, probes, failure = self._read_batch(it)     # the first batch: nothing to overlap with
         while True:
-            more = failure is None and n_read == self.batch_size
-            ahead = _ReadAhead(self._read_batch, it) if more else None
+            chunk, failure = [], None
+            try:
+                chunk.extend(islice(it, self.batch_size))
+            except UserError as exc:   # a bad input line: the articles before it are still answered
+                failure = exc
+            rows = []
+            for article in chunk:
+                try:
+                    rows.append(self._input_row(article))
+                except UserError as exc:   # not an article: the same, from this one on
+                    failure = exc
+                    break
+            probes = [Probe(keys) for keys in self.preparer.rows(rows)] if rows else []
             if probes:
                 if not self.insert:
                     yield from self._verdicts(conn, probes, memories)
@@ -393,9 +354,8 @@ class Checker:
                     yield from self._unstored(conn, probes, "not inserted: the input stopped at a bad line after it")
             if failure is not None:
                 raise failure
-            if ahead is None:
+            if len(chunk) < self.batch_size:
                 return
-            n_read, probes, failure = ahead.result()
 
     def _connection(self) -> psycopg.Connection:
         """One connection per Checker, opened on first use and kept: a single lookup must not
