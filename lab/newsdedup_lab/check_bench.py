@@ -293,8 +293,10 @@ def markdown(result: dict, command: str) -> str:
     for r in result["lookups"]:
         if "per_pass_lookups_per_s" in r or "cpu_ms_per_article" in r:
             cpu = r.get("cpu_ms_per_article", {})
-            lines += ["", f"{r['mode']}: per pass {', '.join(f'{x:,}' for x in r.get('per_pass_lookups_per_s', []))} "
-                          f"lookups/s; CPU per article {cpu.get('client', '?')} ms in this process, "
+            passes = r.get("per_pass_lookups_per_s")
+            lines += ["", f"{r['mode']}: "
+                          + (f"per pass {', '.join(f'{x:,}' for x in passes)} lookups/s; " if passes else "")
+                          + f"CPU per article {cpu.get('client', '?')} ms in this process, "
                           f"{cpu.get('server', '?')} ms in the server process."]
     if "load_average_1_5_15" in result:
         la = result["load_average_1_5_15"]
