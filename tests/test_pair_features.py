@@ -74,3 +74,64 @@ def test_the_spark_step_returns_the_per_document_features(spark, conf, records_p
         spark.conf.set(key, before)
     want = per_document(conf, [r for r in rows if r[0] % 3 != 1])
     assert got == want
+
+
+@pytest.mark.parametrize("bn_set", [None, {"set_features": "char", "set_ngram": 4}])
+def test_prepare_carries_the_features_pair_features_would_derive(conf, bn_set):
+    """The verification features prepare's batch carries (shingles as int32 bytes, nums, names) are
+    PairFeatures' for the stored text, on every document with simhash_w; null on the others."""
+    import numpy as np
+
+    from newsdedup.io.input import TEXT_COLUMNS
+    from newsdedup.prepare import Keys, prepare_batch
+
+    if bn_set:
+        conf = load_config(overrides={"simhash": {"languages": {"bn": bn_set}}})
+    rows = corpus()
+    cols = {c: pa.array([None] * len(rows), pa.string()) for c in TEXT_COLUMNS}
+    cols.update(title=pa.array([r[2] for r in rows], pa.string()), body=pa.array([r[3] for r in rows], pa.string()),
+                lang=pa.array([r[1] for r in rows], pa.string()))
+    arrays = {}
+    for c in TEXT_COLUMNS:
+        arrays[c], arrays[f"{c}_raw"] = cols[c], pa.array([None] * len(rows), pa.binary())
+    arrays["published_at_flag"] = pa.array([None] * len(rows), pa.string())
+    out = prepare_batch(Keys(conf), list(arrays.values()), list(arrays)).to_pylist()
+    stored = pa.RecordBatch.from_pylist(
+        [{"id": r[0], "lang": o["lang"], "title": r[2], "body": o["body_fixed"] or r[3]} for r, o in zip(rows, out)],
+        schema=pa.schema([("id", pa.int64()), ("lang", pa.string()), ("title", pa.string()), ("body", pa.string())]))
+    want = {r["id"]: (r["shingles"], r["nums"], r["names"]) for r in PairFeatures(conf).batch(stored).to_pylist()}
+    carried = 0
+    for r, o in zip(rows, out):
+        if o["simhash_w"] is None:
+            assert (o["shingles"], o["nums"], o["names"]) == (None, None, None)
+            continue
+        carried += 1
+        shingles = np.frombuffer(o["shingles"], dtype="<i4").tolist()
+        assert (shingles, o["nums"], o["names"]) == want[r[0]], r[0]
+    assert carried > 250
+
+
+def test_carried_features_are_read_and_the_others_derived(spark, conf):
+    """pair_features given prepare's carried features (shingles as int32 bytes) for part of the
+    documents: those are read from it, the rest derived from the text, the same values for all;
+    complete=True reads the text of none."""
+    import numpy as np
+
+    rows = corpus()
+    batch = pa.RecordBatch.from_pylist([dict(zip(("id", "lang", "title", "body"), r)) for r in rows],
+                                       schema=pa.schema([("id", pa.int64()), ("lang", pa.string()),
+                                                         ("title", pa.string()), ("body", pa.string())]))
+    feats = PairFeatures(conf).batch(batch).to_pylist()
+    carried_rows = [(f["id"], np.array(f["shingles"], "<i4").tobytes(), f["nums"], f["names"])
+                    for f in feats if f["id"] % 2 == 0]
+    carried = spark.createDataFrame(carried_rows, "id long, shingles binary, nums array<string>, names array<string>")
+    docs = spark.createDataFrame(rows, "id long, lang string, title string, body string").repartition(2)
+    ids = spark.createDataFrame([(r[0],) for r in rows], "id long")
+    want = per_document(conf, rows)
+    got = {r.id: (r.shingles, r.nums, r.names) for r in pair_features(docs, ids, conf, carried).collect()}
+    assert got == want
+    # complete: only the carried features, none derived (the documents frame is empty here).
+    even = ids.where("id % 2 = 0")
+    got = {r.id: (r.shingles, r.nums, r.names)
+           for r in pair_features(docs.limit(0), even, conf, carried, complete=True).collect()}
+    assert got == {i: v for i, v in want.items() if i % 2 == 0}

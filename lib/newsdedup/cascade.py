@@ -106,7 +106,12 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
         measure=lambda written: _count_prepared(written["prepared"], written["invalid"]))
     report.add(prepared.report)
     frames = prepared.frames
-    new_docs = frames["prepared"].where(F.col("prepare_error").isNull()).drop("prepare_error")
+    prepared_ok = frames["prepared"].where(F.col("prepare_error").isNull())
+    new_docs = prepared_ok.drop("prepare_error", *prepare.VERIFY_COLUMNS)
+    # Stage 3 verifies on these instead of deriving them again from the text (a frame written
+    # before they were carried lacks them: stage 3 then derives them all, as it used to).
+    verify = (prepared_ok.where(F.col("shingles").isNotNull()).select("id", *prepare.VERIFY_COLUMNS)
+              if set(prepare.VERIFY_COLUMNS) <= set(frames["prepared"].columns) else None)
     quarantine = _quarantine(frames["invalid"], frames["prepared"].where(F.col("prepare_error").isNotNull()))
 
     # The stages deduplicate the archive: this slice plus, when the output already holds
@@ -118,6 +123,9 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
         report.counts["documents"] -= archive.counts["id_collisions"]
         report.counts["quarantined"] += archive.counts["id_collisions"]
     new_docs = archive.accepted
+    if verify is not None and archive.stored:
+        # Only the accepted documents' own features: a refused newcomer's id names a stored document.
+        verify = verify.join(new_docs.select("id"), "id", "left_semi")
     n_archive = report.counts["documents"] + archive.counts.get("existing_documents", 0)
     # The documents the stages see: on an incremental run only those the slice can change.
     docs, scope, n_docs = archive.documents, None, n_archive
@@ -131,7 +139,8 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
         n_docs = out.report.counts["incremental.affected_documents"]
     elif archive.stored:   # input.incremental: archive, the whole archive again
         docs = cut_lineage(docs)   # the job later rewrites the documents table these rows come from
-    ctx = stages.StageContext(spark=spark, conf=conf, run_id=report.run_id, archive=docs, output=output)
+    ctx = stages.StageContext(spark=spark, conf=conf, run_id=report.run_id, archive=docs, output=output,
+                              verify=verify, verify_complete=verify is not None and not archive.stored)
     cascade = stages.build(conf)
     # Implausible dates are kept on the documents but order last, like unknown ones.
     unresolved = docs.select("id", order_date().alias("published_at"), "lang",

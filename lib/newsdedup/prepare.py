@@ -55,11 +55,18 @@ PREPARED_SCHEMA = T.StructType([
     T.StructField("mh_bands", T.ArrayType(T.LongType()), True),
     T.StructField("flags", T.ArrayType(T.StringType()), True),
     T.StructField("prepare_error", T.StringType(), True),
+    # Stage 3's verification features (SimhashKeys.VERIFY_FIELDS), for this run's stage 3 only:
+    # the cascade splits them off before anything becomes a documents row.
+    T.StructField("shingles", T.BinaryType(), True),
+    T.StructField("nums", T.ArrayType(T.StringType()), True),
+    T.StructField("names", T.ArrayType(T.StringType()), True),
 ])
+# The prepared columns that are not documents columns.
+VERIFY_COLUMNS = tuple(name for name, _ in SimhashKeys.VERIFY_FIELDS)
 
 # Text columns the UDF may return repaired (invalid UTF-8, or a body extracted from html).
 REPAIRED = ("url", "title", "body", "source")
-_ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_(),
+_ARROW_TYPES = {"string": pa.string(), "binary": pa.binary(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_(),
                 "array<string>": pa.list_(pa.string()), "array<bigint>": pa.list_(pa.int64())}
 
 
@@ -87,7 +94,8 @@ class Keys:
 
     def fields(self) -> list[tuple[str, str]]:
         return [*[(f"{c}_fixed", "string") for c in REPAIRED], *UrlKeys.FIELDS, *ContentKeys.FIELDS,
-                *SimhashKeys.FIELDS, ("flags", "array<string>"), ("prepare_error", "string")]
+                *SimhashKeys.FIELDS, ("flags", "array<string>"), ("prepare_error", "string"),
+                *SimhashKeys.VERIFY_FIELDS]
 
     def batch(self, cols: dict[str, list], n: int) -> dict[str, Any]:
         """cols: the UDF's inputs as Python lists (text as str, invalid text as raw bytes in <name>_raw)."""
@@ -115,7 +123,7 @@ class Keys:
                                                                       out["body_fixed"])]
         keys, has_body = content.pop("key"), content.pop("has_body")
         out.update(content)
-        out.update(self.simhash.batch(keys, out["lang"], has_body))
+        out.update(self.simhash.batch(keys, out["lang"], has_body, verify=True))
         out["flags"] = flags
         out["prepare_error"] = [None] * n
         return out
@@ -193,6 +201,8 @@ class Preparer:
 
 
 def _arrow(name: str, kind: str, values: Any, out: dict[str, Any]) -> pa.Array:
+    if isinstance(values, pa.Array):
+        return values
     if kind.startswith("array<"):
         return pa.array(values, type=_ARROW_TYPES[kind])
     if isinstance(values, np.ndarray):
@@ -211,6 +221,8 @@ def _concat(parts: Sequence[dict[str, Any]], fields: Sequence[tuple[str, str]]) 
 
 
 def _py(value: Any) -> Any:
+    if isinstance(value, pa.Scalar):
+        return value.as_py()
     return value.item() if isinstance(value, np.generic) else value
 
 

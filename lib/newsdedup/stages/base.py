@@ -29,6 +29,11 @@ class StageContext:
     # documents, the stored ones the slice does not replace (incremental.with_stored).
     archive: "DataFrame"
     output: str | None = None         # where a stage may persist its own state (None: dry run)
+    # Stage 3's verification features as prepare computed them (id, shingles, nums, names) for this
+    # run's documents with simhash_w; verify_complete: they cover every archive document with
+    # simhash_w (a first run), so no stage needs to derive them from the text.
+    verify: "DataFrame | None" = None
+    verify_complete: bool = False
 
 
 @dataclass

@@ -10,17 +10,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from . import kernels
-from .reference import bands, char_classes, minhash_salts
+from .reference import bands, char_classes, minhash_salts, names_of, numbers_of
 
 if TYPE_CHECKING:
     from ...config import SimhashConfig
 
 # What stage 3 needs on the unresolved rows besides id and lang.
 STAGE_COLUMNS = ("simhash_w", "mh_bands")
+# What stage 3 verifies a candidate pair on (verify.PairFeatures computes the same from the text),
+# carried from prepare to stage 3 in the prepared frame, never stored on the documents table:
+# the shingle set as little-endian int32 bytes (verify.Features.shingle_bytes), numbers, names.
+VERIFY_COLUMNS = ("shingles", "nums", "names")
 
 
 class SimhashKeys:
@@ -33,18 +38,23 @@ class SimhashKeys:
     """
 
     FIELDS = (("simhash", "bigint"), ("n_features", "int"), ("simhash_w", "bigint"), ("mh_bands", "array<bigint>"))
+    # The verification features of the documents stage 3 can pair (those with simhash_w): the
+    # kernel has the shingle set at hand, and stage 3 would otherwise derive the content key again.
+    VERIFY_FIELDS = (("shingles", "binary"), ("nums", "array<string>"), ("names", "array<string>"))
 
     def __init__(self, sim_conf: "SimhashConfig"):
         self.conf = sim_conf
 
     def batch(self, keys: Sequence[str], langs: Sequence[str | None],
-              has_body: Sequence[bool]) -> dict[str, Any]:
+              has_body: Sequence[bool], verify: bool = False) -> dict[str, Any]:
         """keys: normalised texts (content_key). Returns simhash (int64, valid where n_features suffice)
         and simhash_w (int64) as masked pairs, n_features, and mh_bands (a list of n_bands ints, or None):
         {"simhash", "simhash_valid", "n_features", "simhash_w", "simhash_w_valid", "mh_bands"}.
         Documents too short for the seed fingerprint stay out of stage 3 altogether (no set columns).
         Also set_offsets, set_values: document i's shingle set is set_values[set_offsets[i]:set_offsets[i + 1]]
-        (empty where simhash_w is not valid)."""
+        (empty where simhash_w is not valid).
+        verify: also VERIFY_FIELDS, null where simhash_w is: shingles (a pyarrow binary array) and
+        nums, names (lists), the values verify.PairFeatures gives for the same key and lang."""
         n = len(keys)
         kinds = np.full(n, -1, dtype=np.int8)
         set_kinds = np.full(n, -1, dtype=np.int8)
@@ -63,12 +73,15 @@ class SimhashKeys:
             *kernels.code_points(folded), kinds, ngrams, minimum, set_kinds, set_ngrams,
             minhash_salts(n_bands * rows), n_bands, rows, is_word, is_text, *kernels.word_cache().arrays())
         bands_or_none = [row if ok else None for row, ok in zip(mh_bands.view(np.int64).tolist(), simhash_w_valid)]
-        return {"simhash": seed.view(np.int64), "simhash_valid": seed_valid,
-                "n_features": n_features.astype(np.int32),
-                "simhash_w": simhash_w.view(np.int64), "simhash_w_valid": simhash_w_valid, "mh_bands": bands_or_none,
-                # The shingle sets behind simhash_w (stage 3's verification set, kernels.keys_batch), as offsets
-                # and int32 values: not a column, but the live lookup need not compute them a second time.
-                "set_offsets": set_offsets, "set_values": set_values.view(np.int32)}
+        out = {"simhash": seed.view(np.int64), "simhash_valid": seed_valid,
+               "n_features": n_features.astype(np.int32),
+               "simhash_w": simhash_w.view(np.int64), "simhash_w_valid": simhash_w_valid, "mh_bands": bands_or_none,
+               # The shingle sets behind simhash_w (stage 3's verification set, kernels.keys_batch), as offsets
+               # and int32 values: not a column, but the live lookup need not compute them a second time.
+               "set_offsets": set_offsets, "set_values": set_values.view(np.int32)}
+        if verify:
+            out.update(verify_features(keys, set_offsets, set_values, simhash_w_valid))
+        return out
 
     def columns(self, key: str, lang: str | None, has_body: bool) -> dict[str, Any]:
         """One document (tests, tools): simhash (None below min_features), n_features, band_0..,
@@ -88,3 +101,21 @@ class SimhashKeys:
         mask = (1 << width) - 1
         return {f"band_{i}": F.shiftrightunsigned(simhash, width * i).bitwiseAND(mask).cast("int")
                 for i in range(self.conf.bands)}
+
+
+def verify_features(keys: Sequence[str], offsets: np.ndarray, shingles: np.ndarray,
+                    valid: np.ndarray) -> dict[str, Any]:
+    """VERIFY_FIELDS of a batch from keys_batch's shingle sets (empty where a document has none).
+
+    keys_batch computes the set exactly as verify's shingle_sets does (same features, same sort), so
+    the bytes are the set stage 3 would derive. Built over the kernel's buffer without a copy per
+    document; int32 little-endian, as Postgres' documents.shingles holds it."""
+    n = len(keys)
+    validity = pa.array(np.asarray(valid, np.bool_)).buffers()[1] if not np.all(valid) else None
+    byte_offsets = (np.asarray(offsets, np.int64) * 4).astype(np.int32)
+    data = np.ascontiguousarray(shingles).view(np.int32).astype("<i4", copy=False)   # the bits, as they are
+    binary = pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(byte_offsets), pa.py_buffer(data)],
+                                   null_count=-1)
+    return {"shingles": binary,
+            "nums": [numbers_of(k) if ok else None for k, ok in zip(keys, valid)],
+            "names": [names_of(k) if ok else None for k, ok in zip(keys, valid)]}

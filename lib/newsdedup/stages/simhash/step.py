@@ -29,7 +29,7 @@ class SimhashStage:
         pairs, split = cut_lineage(pairs), cut_lineage(split)   # both read more than once
         ids = (pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
                .distinct())
-        feats = cut_lineage(pair_features(ctx.archive, ids, ctx.conf))
+        feats = cut_lineage(pair_features(ctx.archive, ids, ctx.conf, ctx.verify, ctx.verify_complete))
         edges = cut_lineage(verified(similarity(pairs, feats, "a", "b"), sim_conf)
                             .select("a", "b", F.col("jaccard").alias("score")))
 

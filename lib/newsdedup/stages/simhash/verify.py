@@ -80,21 +80,51 @@ class PairFeatures:
              pa.array([names_of(k) for k in keys], strings)], names=["id", "shingles", "nums", "names"])
 
 
-def pair_features(ctx_docs: DataFrame, ids: DataFrame, conf: "Config") -> DataFrame:
-    """id, shingles (sorted distinct shingle hashes), nums, names for the documents in ids, from their text
-    (PairFeatures, an Arrow batch at a time)."""
-    schema = T.StructType([T.StructField("id", T.LongType()),
-                           T.StructField("shingles", T.ArrayType(T.IntegerType())),
-                           T.StructField("nums", T.ArrayType(T.StringType())),
-                           T.StructField("names", T.ArrayType(T.StringType()))])
+FEATURES_SCHEMA = T.StructType([T.StructField("id", T.LongType()),
+                                T.StructField("shingles", T.ArrayType(T.IntegerType())),
+                                T.StructField("nums", T.ArrayType(T.StringType())),
+                                T.StructField("names", T.ArrayType(T.StringType()))])
 
+
+def pair_features(ctx_docs: DataFrame, ids: DataFrame, conf: "Config", carried: DataFrame | None = None,
+                  complete: bool = False) -> DataFrame:
+    """id, shingles (sorted distinct shingle hashes), nums, names for the documents in ids.
+
+    carried: the same features as prepare computed them (id, shingles as int32 bytes, nums, names);
+    the documents it holds are read from it, the others derived from their text (PairFeatures, an
+    Arrow batch at a time). complete: carried holds every document of ids (a first run), so the text
+    is not read at all."""
+    if carried is None:
+        return _derived(ctx_docs.join(ids, "id", "left_semi"), conf)
+    have = carried.join(ids, "id", "left_semi").mapInArrow(_unpacked, FEATURES_SCHEMA)
+    if complete:
+        return have
+    rest = ids.join(carried.select("id"), "id", "left_anti")
+    return have.unionByName(_derived(ctx_docs.join(rest, "id", "left_semi"), conf))
+
+
+def _derived(docs: DataFrame, conf: "Config") -> DataFrame:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         features = PairFeatures(conf)
-        for docs in batches:
-            yield features.batch(docs)
+        for batch in batches:
+            yield features.batch(batch)
 
-    return (ctx_docs.join(ids, "id", "left_semi").select("id", "lang", "title", "body")
-            .mapInArrow(run, schema))
+    return docs.select("id", "lang", "title", "body").mapInArrow(run, FEATURES_SCHEMA)
+
+
+def _unpacked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Carried features with the shingle bytes as list<int32>: the binary column's own buffers,
+    its byte offsets / 4 (no copy of the values)."""
+    for batch in batches:
+        packed = batch.column("shingles")
+        _, offset_buffer, data = packed.buffers()
+        width = np.int64 if pa.types.is_large_binary(packed.type) else np.int32
+        byte_offsets = np.frombuffer(offset_buffer, dtype=width)[packed.offset:packed.offset + len(packed) + 1]
+        values = np.frombuffer(data, dtype="<i4") if data is not None else np.empty(0, "<i4")
+        lists = pa.ListArray.from_arrays(pa.array(byte_offsets // 4, pa.int32()),
+                                         pa.array(values.astype(np.int32, copy=False), pa.int32()))
+        yield pa.RecordBatch.from_arrays([batch.column("id"), lists, batch.column("nums"), batch.column("names")],
+                                         names=["id", "shingles", "nums", "names"])
 
 
 # ---------------------------------------------------------------- measures (pure, compiled)
