@@ -152,8 +152,9 @@ def end_to_end(spark, conf: "Config", path: Path, work: Path, run_id: str):
 
 
 def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
-               minhash_limit_s: float, text_cost: bool = True) -> tuple[SizeResult, Any]:
-    """Baseline (d) and the stage 1-3 job on the same snapshot, one after the other, then the rest."""
+               minhash_limit_s: float, text_cost: bool = True, job_only: bool = False) -> tuple[SizeResult, Any]:
+    """Baseline (d) and the stage 1-3 job on the same snapshot, one after the other, then the rest.
+    job_only: the job alone (a size where (d) and (e) would add an hour, e.g. 10M on 2 cores)."""
 
     from pyspark.sql import functions as F
 
@@ -163,10 +164,13 @@ def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
     path = corpus(n, seed, root)
     work = root / f"runs_{n}"
     shutil.rmtree(work, ignore_errors=True)
-    _, plain_s, plain_mem = _measured(spark, lambda: plain_sha256_job(spark, str(path), str(work / "plain")))
+    plain_s, plain_mem, floor_s = float("nan"), {}, float("nan")
+    if not job_only:
+        _, plain_s, plain_mem = _measured(spark, lambda: plain_sha256_job(spark, str(path), str(work / "plain")))
     report, e2e_s, memory = _measured(spark, lambda: end_to_end(spark, conf, path, work, f"bench-{n}"))
-    # After the job, so that the job's Python workers start as they would without (e).
-    _, floor_s = fingerprint_floor_job(spark, str(path), conf)
+    if not job_only:
+        # After the job, so that the job's Python workers start as they would without (e).
+        _, floor_s = fingerprint_floor_job(spark, str(path), conf)
     res = SizeResult(n=n, seconds=dict(report.seconds), counts=dict(report.counts), memory=memory,
                      e2e_seconds=e2e_s, plain_seconds=plain_s, plain_memory=plain_mem, floor_seconds=floor_s)
     documents = store.table_path(work / "out", "documents")
@@ -209,7 +213,7 @@ def baselines(spark, conf: "Config", fps, texts: Sequence[str], allpairs_n: int,
 def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
               root: str | Path = "out/bench", allpairs_n: int = 4000, embed_sample: int = 256,
               minhash_limit_s: float = 900.0, command: str = "", warmup: int = 300,
-              text_cost: bool = True, log: Callable[[str], None] = print,
+              text_cost: bool = True, job_only: bool = False, log: Callable[[str], None] = print,
               on_progress: Callable[[Bench], None] | None = None) -> Bench:
     """Bench every size in order; baselines are measured once, on the first size's corpus.
     on_progress gets the partial result after each size (so a long run leaves a report behind)."""
@@ -230,7 +234,7 @@ def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
         bench.notes.append(f"a {warmup}-document warm-up run preceded the measurements")
     for n in sizes:
         log(f"[bench] n={n}: generating / running cascade")
-        res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s, text_cost)
+        res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s, text_cost, job_only)
         log(f"[bench] n={n}: plain {res.plain_seconds:.1f}s, fingerprint floor {res.floor_seconds:.1f}s, "
             f"stages 1-3 {res.e2e_seconds:.1f}s (ratio {res.ratio:.2f}); {res.seconds} memory={res.memory} "
             f"plain memory={res.plain_memory} text={res.text_cost} minhash={res.minhash_seconds} "
