@@ -125,7 +125,18 @@ def test_spill_is_read_from_sparks_status_store_and_taken_between_two_readings(s
 def test_the_e2e_table_states_spill_and_stage_3_candidates_per_document():
     r = bench.SizeResult(n=1000, seconds={"prepare": 4.0}, counts={"simhash.candidates_per_doc_x1000": 877},
                          memory={"driver_mb": 1.0, "jvm_mb": 2.0, "workers_mb": 3.0, "total_mb": 6.0,
-                                 "spill_memory_mb": 1536.0, "spill_disk_mb": 512.0},
+                                 "spill_memory_mb": 1536.0, "spill_disk_mb": 512.0, "cpu_s": 42.0},
                          e2e_seconds=10.0, plain_seconds=2.0, plain_memory={"jvm_mb": 1.0, "workers_mb": 1.0})
     row = bench.e2e_table(bench.Bench([r], 0, 0.0, None, "", "test")).splitlines()[-1]
-    assert row.endswith("| 1,536 | 512 | 0.877 |")
+    assert row.endswith("| 1,536 | 512 | 0.877 | 42 |")
+
+
+def test_cpu_seconds_count_the_work_of_child_processes():
+    import subprocess
+    import sys
+
+    from newsdedup_lab.memory import cpu_seconds
+
+    before = cpu_seconds()
+    subprocess.run([sys.executable, "-c", "x = 0\nfor i in range(3_000_000): x += i"], check=True)
+    assert cpu_seconds() - before > 0.05    # the reaped child's CPU is in its parent's children times

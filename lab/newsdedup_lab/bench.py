@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from newsdedup.stages import STAGE_NAMES as _CASCADE
 from .baselines import (EmbedCost, TextCost, allpairs_simhash, documents_text_cost, embed_cost,
                         extrapolate_quadratic, fingerprint_floor_job, minhash_join, pairs, plain_sha256_job)
-from .memory import MemorySampler, jvm_heap_peak_mb, reset_jvm_heap_peak, spill_between, spilled_mb
+from .memory import MemorySampler, cpu_seconds, jvm_heap_peak_mb, reset_jvm_heap_peak, spill_between, spilled_mb
 
 if TYPE_CHECKING:
     from newsdedup.config import Config
@@ -133,11 +133,13 @@ def _measured(spark, fn: Callable[[], Any]) -> tuple[Any, float, dict[str, float
     """fn's result, wall seconds and peak memory (RSS of driver, JVM, Python workers; JVM heap)."""
     reset_jvm_heap_peak(spark)
     spilled = spilled_mb(spark)
+    cpu0 = cpu_seconds()
     with MemorySampler() as mem:
         t0 = time.perf_counter()
         out = fn()
         secs = time.perf_counter() - t0
     memory = dict(mem.peak)
+    memory["cpu_s"] = cpu_seconds() - cpu0
     memory["jvm_heap_mb"] = jvm_heap_peak_mb(spark) or float("nan")
     memory.update(spill_between(spilled, spilled_mb(spark)))
     return out, secs, memory
@@ -305,12 +307,13 @@ def e2e_table(b: Bench) -> str:
              _num(r.floor_seconds), _num(r.floor_ratio, 2),
              _num(docs_per_second(r.n, r.e2e_seconds), 0), _num(executor_mb(r.plain_memory), 0),
              _num(executor_mb(r.memory), 0), _num(r.memory.get("spill_memory_mb"), 0),
-             _num(r.memory.get("spill_disk_mb"), 0), _num(candidates_per_document(r.counts), 3)]
+             _num(r.memory.get("spill_disk_mb"), 0), _num(candidates_per_document(r.counts), 3),
+             _num(r.memory.get("cpu_s"), 0)]
             for r in b.sizes]
     return _table(["docs", "(d) plain job s", "stages 1-3 job s", "ratio (stages 1-3 / (d))",
                    "(e) fingerprint floor s", "(e) / (d)", "job docs/s",
                    "(d) peak executor MB", "job peak executor MB", "job spill (memory) MB",
-                   "job spill (disk) MB", "stage 3 candidate pairs per doc"], rows)
+                   "job spill (disk) MB", "stage 3 candidate pairs per doc", "job CPU s (JVM + workers)"], rows)
 
 
 def text_cost_table(b: Bench) -> str:

@@ -117,3 +117,24 @@ def spill_between(before: dict[str, float], after: dict[str, float]) -> dict[str
     if not before or not after:
         return {}
     return {k: after[k] - before[k] for k in ("spill_memory_mb", "spill_disk_mb")}
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) spent so far by this process and every process under it: the
+    Spark JVM and the Python workers in local mode.
+
+    On a shared machine a job's wall time follows the other jobs' load; its CPU time much less so,
+    which makes it the fairer measure of how cost grows with size. A process that has exited is
+    counted through its parent's children_* times once the parent has reaped it (the PySpark
+    daemon reaps its forked workers); a live one through its own times, so none is counted twice."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            continue
+    return total
