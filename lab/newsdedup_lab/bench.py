@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from newsdedup.stages import STAGE_NAMES as _CASCADE
 from .baselines import (EmbedCost, TextCost, allpairs_simhash, documents_text_cost, embed_cost,
                         extrapolate_quadratic, fingerprint_floor_job, minhash_join, pairs, plain_sha256_job)
-from .memory import MemorySampler, jvm_heap_peak_mb, reset_jvm_heap_peak
+from .memory import MemorySampler, cpu_seconds, jvm_heap_peak_mb, reset_jvm_heap_peak, spill_between, spilled_mb
 
 if TYPE_CHECKING:
     from newsdedup.config import Config
@@ -132,12 +132,16 @@ def corpus(n: int, seed: int, root: Path) -> Path:
 def _measured(spark, fn: Callable[[], Any]) -> tuple[Any, float, dict[str, float]]:
     """fn's result, wall seconds and peak memory (RSS of driver, JVM, Python workers; JVM heap)."""
     reset_jvm_heap_peak(spark)
+    spilled = spilled_mb(spark)
+    cpu0 = cpu_seconds()
     with MemorySampler() as mem:
         t0 = time.perf_counter()
         out = fn()
         secs = time.perf_counter() - t0
     memory = dict(mem.peak)
+    memory["cpu_s"] = cpu_seconds() - cpu0
     memory["jvm_heap_mb"] = jvm_heap_peak_mb(spark) or float("nan")
+    memory.update(spill_between(spilled, spilled_mb(spark)))
     return out, secs, memory
 
 
@@ -150,8 +154,9 @@ def end_to_end(spark, conf: "Config", path: Path, work: Path, run_id: str):
 
 
 def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
-               minhash_limit_s: float, text_cost: bool = True) -> tuple[SizeResult, Any]:
-    """Baseline (d) and the stage 1-3 job on the same snapshot, one after the other, then the rest."""
+               minhash_limit_s: float, text_cost: bool = True, job_only: bool = False) -> tuple[SizeResult, Any]:
+    """Baseline (d) and the stage 1-3 job on the same snapshot, one after the other, then the rest.
+    job_only: the job alone (a size where (d) and (e) would add an hour, e.g. 10M on 2 cores)."""
 
     from pyspark.sql import functions as F
 
@@ -161,10 +166,13 @@ def bench_size(spark, conf: "Config", n: int, seed: int, root: Path,
     path = corpus(n, seed, root)
     work = root / f"runs_{n}"
     shutil.rmtree(work, ignore_errors=True)
-    _, plain_s, plain_mem = _measured(spark, lambda: plain_sha256_job(spark, str(path), str(work / "plain")))
+    plain_s, plain_mem, floor_s = float("nan"), {}, float("nan")
+    if not job_only:
+        _, plain_s, plain_mem = _measured(spark, lambda: plain_sha256_job(spark, str(path), str(work / "plain")))
     report, e2e_s, memory = _measured(spark, lambda: end_to_end(spark, conf, path, work, f"bench-{n}"))
-    # After the job, so that the job's Python workers start as they would without (e).
-    _, floor_s = fingerprint_floor_job(spark, str(path), conf)
+    if not job_only:
+        # After the job, so that the job's Python workers start as they would without (e).
+        _, floor_s = fingerprint_floor_job(spark, str(path), conf)
     res = SizeResult(n=n, seconds=dict(report.seconds), counts=dict(report.counts), memory=memory,
                      e2e_seconds=e2e_s, plain_seconds=plain_s, plain_memory=plain_mem, floor_seconds=floor_s)
     documents = store.table_path(work / "out", "documents")
@@ -207,7 +215,7 @@ def baselines(spark, conf: "Config", fps, texts: Sequence[str], allpairs_n: int,
 def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
               root: str | Path = "out/bench", allpairs_n: int = 4000, embed_sample: int = 256,
               minhash_limit_s: float = 900.0, command: str = "", warmup: int = 300,
-              text_cost: bool = True, log: Callable[[str], None] = print,
+              text_cost: bool = True, job_only: bool = False, log: Callable[[str], None] = print,
               on_progress: Callable[[Bench], None] | None = None) -> Bench:
     """Bench every size in order; baselines are measured once, on the first size's corpus.
     on_progress gets the partial result after each size (so a long run leaves a report behind)."""
@@ -228,7 +236,7 @@ def run_bench(spark, conf: "Config", sizes: Sequence[int], *, seed: int = 7,
         bench.notes.append(f"a {warmup}-document warm-up run preceded the measurements")
     for n in sizes:
         log(f"[bench] n={n}: generating / running cascade")
-        res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s, text_cost)
+        res, fps = bench_size(spark, conf, n, seed, root, minhash_limit_s, text_cost, job_only)
         log(f"[bench] n={n}: plain {res.plain_seconds:.1f}s, fingerprint floor {res.floor_seconds:.1f}s, "
             f"stages 1-3 {res.e2e_seconds:.1f}s (ratio {res.ratio:.2f}); {res.seconds} memory={res.memory} "
             f"plain memory={res.plain_memory} text={res.text_cost} minhash={res.minhash_seconds} "
@@ -288,14 +296,24 @@ def memory_table(b: Bench) -> str:
                    "executor (JVM + workers) MB", "total RSS MB"], rows)
 
 
+def candidates_per_document(counts: dict[str, int]) -> float:
+    """Stage 3's candidate pairs per document it fingerprinted, from the run's own counter."""
+    per_thousand = counts.get("simhash.candidates_per_doc_x1000")
+    return per_thousand / 1000 if per_thousand is not None else float("nan")
+
+
 def e2e_table(b: Bench) -> str:
     rows = [[f"{r.n:,}", _num(r.plain_seconds), _num(r.e2e_seconds), _num(r.ratio, 2),
              _num(r.floor_seconds), _num(r.floor_ratio, 2),
              _num(docs_per_second(r.n, r.e2e_seconds), 0), _num(executor_mb(r.plain_memory), 0),
-             _num(executor_mb(r.memory), 0)] for r in b.sizes]
+             _num(executor_mb(r.memory), 0), _num(r.memory.get("spill_memory_mb"), 0),
+             _num(r.memory.get("spill_disk_mb"), 0), _num(candidates_per_document(r.counts), 3),
+             _num(r.memory.get("cpu_s"), 0)]
+            for r in b.sizes]
     return _table(["docs", "(d) plain job s", "stages 1-3 job s", "ratio (stages 1-3 / (d))",
                    "(e) fingerprint floor s", "(e) / (d)", "job docs/s",
-                   "(d) peak executor MB", "job peak executor MB"], rows)
+                   "(d) peak executor MB", "job peak executor MB", "job spill (memory) MB",
+                   "job spill (disk) MB", "stage 3 candidate pairs per doc", "job CPU s (JVM + workers)"], rows)
 
 
 def text_cost_table(b: Bench) -> str:

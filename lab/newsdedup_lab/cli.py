@@ -73,6 +73,8 @@ def bench_main(argv: list[str]) -> int:
     p.add_argument("--embed-sample", type=int, default=256, help="documents embedded to time baseline (c); 0 skips")
     p.add_argument("--minhash-limit", type=float, default=900, help="seconds before MinHashLSH is cancelled; 0 skips")
     p.add_argument("--no-text-cost", action="store_true", help="skip measuring title/body in the documents table")
+    p.add_argument("--job-only", action="store_true",
+                   help="time the stage 1-3 job alone, without baselines (d) and (e) (sizes where they add hours)")
     p.add_argument("--stage3-only", action="store_true",
                    help="time stage 3 alone on features computed once per corpus, beside a banded MinHash LSH "
                         "(default report: docs/benchmarks-stage3.md)")
@@ -106,7 +108,7 @@ def bench_main(argv: list[str]) -> int:
     result = bench.run_bench(spark, conf, bench.parse_sizes(args.sizes), seed=args.seed, root=args.work,
                              allpairs_n=args.allpairs_sample, embed_sample=args.embed_sample,
                              minhash_limit_s=args.minhash_limit, command=command, on_progress=save,
-                             text_cost=not args.no_text_cost)
+                             text_cost=not args.no_text_cost, job_only=args.job_only)
     print(bench.markdown(result))
     return 0
 

@@ -88,3 +88,53 @@ def reset_jvm_heap_peak(spark) -> None:
             pool.resetPeakUsage()
     except Exception:
         pass
+
+
+def spilled_mb(spark) -> dict[str, float]:
+    """Memory and disk spill summed over every stage Spark's status store still holds.
+
+    The store keeps spark.ui.retainedStages stages (1,000 by default) whether or not the UI
+    runs; a bench that wants a whole job's spill sets it above the job's stage count, and
+    reads this before and after the job (spill_between)."""
+    mb = 1024 * 1024
+    try:
+        sc = spark.sparkContext
+        empty = sc._jvm.java.util.ArrayList
+        stages = sc._jsc.sc().statusStore().stageList(empty(), False, False,
+                                                     sc._gateway.new_array(sc._jvm.double, 0), empty())
+        memory = disk = 0
+        for i in range(stages.size()):
+            stage = stages.apply(i)
+            memory += stage.memoryBytesSpilled()
+            disk += stage.diskBytesSpilled()
+        return {"spill_memory_mb": memory / mb, "spill_disk_mb": disk / mb, "stages": float(stages.size())}
+    except Exception:  # a deployment without the status store's Scala API
+        return {}
+
+
+def spill_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The spill of what ran between two spilled_mb readings (empty when either is unknown)."""
+    if not before or not after:
+        return {}
+    return {k: after[k] - before[k] for k in ("spill_memory_mb", "spill_disk_mb")}
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) spent so far by this process and every process under it: the
+    Spark JVM and the Python workers in local mode.
+
+    On a shared machine a job's wall time follows the other jobs' load; its CPU time much less so,
+    which makes it the fairer measure of how cost grows with size. A process that has exited is
+    counted through its parent's children_* times once the parent has reaped it (the PySpark
+    daemon reaps its forked workers); a live one through its own times, so none is counted twice."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            continue
+    return total
