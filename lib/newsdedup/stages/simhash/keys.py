@@ -22,10 +22,6 @@ if TYPE_CHECKING:
 
 # What stage 3 needs on the unresolved rows besides id and lang.
 STAGE_COLUMNS = ("simhash_w", "mh_bands")
-# What stage 3 verifies a candidate pair on (verify.PairFeatures computes the same from the text),
-# carried from prepare to stage 3 in the prepared frame, never stored on the documents table:
-# the shingle set as little-endian int32 bytes (verify.Features.shingle_bytes), numbers, names.
-VERIFY_COLUMNS = ("shingles", "nums", "names")
 
 
 class SimhashKeys:
@@ -40,6 +36,9 @@ class SimhashKeys:
     FIELDS = (("simhash", "bigint"), ("n_features", "int"), ("simhash_w", "bigint"), ("mh_bands", "array<bigint>"))
     # The verification features of the documents stage 3 can pair (those with simhash_w): the
     # kernel has the shingle set at hand, and stage 3 would otherwise derive the content key again.
+    # Carried from prepare to stage 3 in the prepared frame (prepare.VERIFY_COLUMNS), never stored on
+    # the documents table: the shingle set as little-endian int32 bytes (as verify.Features.shingle_bytes
+    # packs one document's), numbers, names.
     VERIFY_FIELDS = (("shingles", "binary"), ("nums", "array<string>"), ("names", "array<string>"))
 
     def __init__(self, sim_conf: "SimhashConfig"):
