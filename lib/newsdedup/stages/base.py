@@ -179,6 +179,24 @@ class LiveLookup(Protocol):
     def claim_keys(self, probes: Sequence[Probe]) -> list[list[int]]: ...
 
 
+class MergeableLookup(LiveLookup, Protocol):
+    """A lookup whose memory can be built in pieces (`check --workers`, ops/check_workers.py): each
+    worker answers a round from an empty memory, and the rounds' memories are joined in input order.
+
+    `memory_meets(memory, later, ids)`: whether `find`, answering the round whose probes (ids) left
+    `later`, with `memory` (earlier rounds') in front of them, could have answered one of them
+    differently: False only when each answer, and what the round leaves in the memory, would be
+    the same. It may say True when they would be (the round is then answered again, at some cost,
+    never wrongly).
+    `merge_memory(memory, later)` adds a later round's memory to an earlier one, leaving what the
+    same rounds run one after the other in one memory would have left; `later` is spent (its parts
+    may become memory's)."""
+
+    def memory_meets(self, memory: Any, later: Any, ids: set[int]) -> bool: ...
+
+    def merge_memory(self, memory: Any, later: Any) -> None: ...
+
+
 class ExactKeyLookup:
     """The live lookup of an exact-key stage: stored documents and earlier probes with the same key.
 
@@ -222,6 +240,24 @@ class ExactKeyLookup:
     def claim_keys(self, probes: Sequence[Probe]) -> list[list[int]]:
         # A match is an equal key: the key itself is the claim.
         return [[claim_key(self.name, k)] if (k := p.keys.get(self.key)) else [] for p in probes]
+
+    def memory_meets(self, memory: dict, later: dict, ids: set[int]) -> bool:
+        """find reads memory[key] of its probes' keys only, and a probe links to the earliest of the
+        stored documents and the remembered canonical of its key. Where the round's canonical for a
+        shared key is a stored document (every probe of the round with that key then links to it)
+        and the remembered one is later, nothing changes; where it is one of the round's probes
+        (the first probe with the key found no stored document), the remembered one would become
+        its canonical."""
+        for key in memory.keys() & later.keys():
+            (was, was_order), (now, now_order) = memory[key], later[key]
+            if now in ids or was in ids or was_order < now_order:
+                return True
+        return False
+
+    def merge_memory(self, memory: dict, later: dict) -> None:
+        for key, found in later.items():     # find's own rule: the earliest canonical holds the key
+            if key not in memory or found[1] < memory[key][1]:
+                memory[key] = found
 
 
 class ExactKeyStage:

@@ -255,6 +255,47 @@ class SimhashLookup:
         self._prepared(with_keys)
         return [list(p.extra[NAME][1]) if p.keys.get("simhash_w") is not None else [] for p in probes]
 
+    def memory_meets(self, memory: Memory, later: Memory, ids: set[int]) -> bool:
+        """Whether a probe P of `later` has a verified pair Q in `memory` whose canonical would beat
+        P's (any canonical, when P links to nothing): find meets remembered probes through shared
+        bucket codes, pairs them by batch_pairs, keeps a pair only when verified, and links P to the
+        earliest canonical of its kept pairs, so without such a Q its answer, and the canonical it
+        hands on to the probes after it, are those of an empty memory. (Sharing a code is common: four
+        of the 1M benchmark's seven later rounds share one with an earlier round; one has a verified
+        pair.) memory.features is also read when scoring, by the canonical's id: check --workers
+        compares those ids itself."""
+        # Keyed by the objects, not the ids: an input may hold one id twice, with different texts.
+        pairs: dict[tuple[int, int], tuple[_Seen, _Seen]] = {}
+        for code in memory.by_code.keys() & later.by_code.keys():
+            for p in later.by_code[code]:
+                for q in memory.by_code[code]:
+                    if (id(p), id(q)) in pairs or q.canonical is None or q.canonical[0] == p.id:
+                        continue
+                    linked = p.canonical is not None and p.canonical[0] != p.id
+                    if linked and q.canonical[1] >= p.canonical[1]:
+                        continue     # not earlier than what P links to: min() keeps P's canonical
+                    if batch_pairs(p.lang, p.fp, p.bands, q.lang, q.fp, q.bands, self.sim_conf):
+                        pairs[(id(p), id(q))] = (p, q)
+        if not pairs:
+            return False
+        ps, qs = zip(*pairs.values())
+        measures = pair_measures([p.features for p in ps], [q.features for q in qs])
+        return bool(np.asarray(passes([p.lang for p in ps], measures, self.sim_conf)).any())
+
+    def merge_memory(self, memory: Memory, later: Memory) -> None:
+        # Appended in round order, as find appends; a later probe's features replace an earlier one's
+        # of the same id, as find's assignment does. Most codes are new: later's own list is taken
+        # over (later is spent), not copied: a round's ~4,700 fresh lists fed the parent's garbage
+        # collector, which then took more CPU than the merge itself.
+        by_code = memory.by_code
+        for code, seen in later.by_code.items():
+            mine = by_code.get(code)
+            if mine is None:
+                by_code[code] = seen
+            else:
+                mine.extend(seen)
+        memory.features.update(later.features)
+
     def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]:
         with_keys = [p for p in probes if p.keys.get("simhash_w") is not None]
         self._prepared(with_keys)
