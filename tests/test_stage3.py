@@ -1,7 +1,10 @@
 """Stage 3 end to end on text: candidates, verification, clustering, flags."""
 
 import random
+from dataclasses import replace
 from datetime import datetime, timedelta
+
+import pytest
 
 from newsdedup.report import RunReport
 from newsdedup import cascade, job
@@ -40,7 +43,12 @@ def simhash_links(result):
     return {(r.duplicate_id, r.canonical_id): r for r in result.links.where("stage = 'simhash'").collect()}
 
 
-def test_chain_joins_the_earliest_with_score_to_canonical_and_via(spark, conf):
+@pytest.mark.parametrize("component_max", [None, 2])
+def test_chain_joins_the_earliest_with_score_to_canonical_and_via(spark, conf, component_max):
+    # component_max 2: the three-document component is verified and clustered by joins and rounds
+    # (SimhashStage._by_joins), not in one task; the links are the same.
+    if component_max is not None:
+        conf = replace(conf, simhash=replace(conf.simhash, local_component_max=component_max))
     a = words(1)
     b = edit(a, range(5, 150, 10), 2)          # 15 words changed in the first half
     c = edit(b, range(155, 300, 10), 3)        # 15 more in the second half: far from a, close to b
@@ -54,6 +62,16 @@ def test_chain_joins_the_earliest_with_score_to_canonical_and_via(spark, conf):
     assert links[(3, 1)].score < conf.simhash.language("en").jaccard < links[(2, 1)].score
     assert report.counts["simhash.clusters.size_3_5"] == 1
     assert report.counts["simhash.candidates.tables"] + report.counts["simhash.candidates.minhash"] >= 2
+
+
+def test_the_report_names_the_largest_candidate_component(spark, conf):
+    a, b = words(1), words(2)
+    a2 = edit(a, range(5, 150, 10), 2)
+    result, report = run(spark, conf, [(1, "Flood", a, "en"), (2, "Flood", a2, "en"),
+                                       (3, "Flood", edit(a2, range(155, 300, 10), 3), "en"),
+                                       (5, "Port", b, "en"), (6, "Port", edit(b, [7], 4), "en"), (7, "x", words(9), "en")])
+    assert report.counts["simhash.candidate_documents"] == 5          # 7 is no one's candidate
+    assert report.counts["simhash.candidate_component_max"] == 3      # {1, 2, 3} and {5, 6}
 
 
 def test_thresholds_are_per_language_and_languages_never_meet(spark):

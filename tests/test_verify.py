@@ -49,3 +49,64 @@ def test_similarity_is_the_set_definition(spark, batch):
         assert r.names == reference(x[3], y[3], None)
     assert got[(7, 7)].jaccard in (0.0, 1.0)
     assert 0 < sum(r.jaccard for r in got.values()) and any(r.numbers is None for r in got.values())
+
+
+def components(pairs):
+    """id -> smallest id of its connected component (union-find over the pairs)."""
+    parent = {}
+
+    def root(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = root(a), root(b)
+        parent[max(ra, rb)] = min(ra, rb)
+    return {x: root(x) for x in parent}
+
+
+@pytest.mark.parametrize("group_docs, broadcast", [(7, True), (7, False), (1000, True)])
+def test_component_edges_and_links_are_the_joins_and_rounds(spark, conf, group_docs, broadcast):
+    """Verified and clustered inside candidate components (several groups or one, labels broadcast
+    or joined), the edges are `verified(similarity(...))`'s and the links `links_from_edges`' with
+    the canonical scored by Jaccard; a pair missing a document's features is dropped by both."""
+    from dataclasses import replace
+
+    from pyspark.sql import functions as F
+
+    from newsdedup.clustering import links_from_edges
+    from newsdedup.stages.simhash.verify import EDGE, LINK, component_edges_and_links, verified
+
+    rng = random.Random(11)
+    feats = []
+    for i in range(80):     # near-copies in runs of four, so that verification keeps some pairs
+        base = features(random.Random(i // 4), i)
+        feats.append((i, base[1] + ([] if i % 4 else [7000 + i]), base[2], base[3]))
+    feats = [(i, sorted(set(s), key=lambda v: v % 2 ** 32), n, m) for i, s, n, m in feats]
+    pairs = {(i, i + 1) for i in range(0, 78)} | {(i, i + 5) for i in range(0, 70, 7)} | {(70, 99)}
+    pairs = sorted(pairs)
+    comps = components(pairs)
+    ts = {i: rng.choice([None, 3, 3, 8]) for i in comps}              # tied and unknown dates
+    sim_conf = replace(conf.simhash, verify_group_docs=group_docs)
+    pdf = spark.createDataFrame([(a, b, rng.choice(["en", "bn"]), 0) for a, b in pairs],
+                                "a long, b long, lang string, found_by int")
+    fdf = spark.createDataFrame(feats, "id long, shingles array<int>, nums array<string>, names array<string>")
+    far = 2 ** 62
+    cdf = spark.createDataFrame([(i, c, far if ts[i] is None else ts[i]) for i, c in sorted(comps.items())],
+                                "id long, comp long, ts long")
+    vertices = cdf.select("id", F.struct(F.col("ts"), F.col("id")).alias("key"))
+
+    want_edges = verified(similarity(pdf, fdf, "a", "b"), sim_conf).select("a", "b", F.col("jaccard").alias("score"))
+
+    def to_canonical(members):
+        return similarity(members, fdf, "duplicate_id", "canonical_id").select(
+            "duplicate_id", "canonical_id", F.col("jaccard").alias("score"))
+
+    want_links = links_from_edges(want_edges, vertices, "simhash", 30, canonical_score=to_canonical)
+    out = component_edges_and_links(pdf, fdf, cdf, sim_conf, len(comps), broadcast).collect()
+    edges = sorted((r.a, r.b, r.score) for r in out if r.kind == EDGE)
+    links = sorted((r.a, r.b, r.score, r.via_id) for r in out if r.kind == LINK)
+    assert edges == sorted((r.a, r.b, r.score) for r in want_edges.collect())
+    assert links == sorted((r.duplicate_id, r.canonical_id, r.score, r.via_id) for r in want_links.collect())
+    assert 10 < len(edges) < len(pairs) - 10 and len({c for _, c, _, _ in links}) > 3

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+import pyarrow as pa
+from numba import njit
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -20,6 +23,11 @@ def order_key(prefix: str = "") -> Column:
     """Canonical order: earliest published_at (unknown dates last), then lowest id."""
     ts = F.coalesce(F.col(f"{prefix}published_at"), F.lit(FAR_FUTURE).cast("timestamp"))
     return F.struct(ts.alias("ts"), F.col(f"{prefix}id").alias("id"))
+
+
+def order_micros(prefix: str = "") -> Column:
+    """order_key's timestamp as microseconds (long): with the id, the same order in numpy."""
+    return F.unix_micros(order_key(prefix).getField("ts"))
 
 
 def cut_lineage(df: DataFrame) -> DataFrame:
@@ -135,6 +143,90 @@ def links_from_edges(edges: DataFrame, vertices: DataFrame, stage: str, max_iter
                                            ["duplicate_id", "canonical_id"], "left")
     return joined.select("duplicate_id", "canonical_id", F.lit(stage).alias("stage"),
                          F.col("score").cast("double").alias("score"), F.col("via_id").cast("long"))
+
+
+@njit(cache=True)
+def _component_roots(n, a, b):
+    """Union-find over vertices 0..n-1 and edges (a[i], b[i]): each vertex's root, the smallest
+    index of its component."""
+    parent = np.arange(n)
+    for i in range(a.shape[0]):
+        x = a[i]
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        y = b[i]
+        while parent[y] != y:
+            parent[y] = parent[parent[y]]
+            y = parent[y]
+        if x < y:
+            parent[y] = x
+        elif y < x:
+            parent[x] = y
+    for v in range(n):
+        x = v
+        while parent[x] != x:
+            x = parent[x]
+        parent[v] = x
+    return parent
+
+
+def candidate_components(pairs: DataFrame, vertices: DataFrame, max_iterations: int, driver_max: int) -> DataFrame:
+    """id, comp (the same long for every document of one connected component) of every document in
+    pairs (a, b).
+
+    Up to driver_max pairs, the pairs are brought to the driver as two long arrays and joined by
+    union-find (`_component_roots`) in one compiled pass (about 110 bytes a pair at peak, with the
+    ids' np.unique; 9M pairs: 0.98 GB, 5.6 s): stage 3's 1.2M candidate pairs
+    at 1M documents took 49 s of rounds of joins (`connected_labels`) on 2 cores. Larger graphs take
+    the rounds, which no driver has to hold. comp is the smallest id of the component on the driver,
+    the canonical's id in the rounds: a name for the component, no more."""
+    if pairs.count() > driver_max:
+        return connected_labels(pairs, vertices, max_iterations).select("id", F.col("label.id").alias("comp"))
+    table = pairs.select("a", "b").toArrow()
+    ends = np.concatenate([table.column("a").to_numpy(), table.column("b").to_numpy()])
+    ids, index = np.unique(ends, return_inverse=True)
+    n = table.num_rows
+    roots = _component_roots(ids.shape[0], index[:n].astype(np.int64), index[n:].astype(np.int64))
+    labelled = pa.table({"id": pa.array(ids, pa.int64()), "comp": pa.array(ids[roots], pa.int64())})
+    return pairs.sparkSession.createDataFrame(labelled)
+
+
+def component_links(ids: np.ndarray, ts: np.ndarray, a: np.ndarray, b: np.ndarray,
+                    score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`links_from_edges`'s clusters for a graph held in numpy: (member, canonical, via) as indices
+    into ids, one row per member.
+
+    ids, ts: each vertex's order key (ts: order_micros); a, b, score: edges as vertex indices. The
+    same rules: connected components of the edges; the canonical is the component's smallest
+    (ts, id); via is the member's best-scored edge partner, ties to the lower id. For a graph that
+    one task holds whole (stage 3's candidate components), where the Spark form's rounds of joins
+    would cost more than the work."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    if a.shape[0] == 0:
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty
+    roots = _component_roots(ids.shape[0], a, b)
+    touched = np.zeros(ids.shape[0], bool)
+    touched[a] = touched[b] = True
+    vertices = np.flatnonzero(touched)
+    # Sorted by component, then order key: each component's first vertex is its canonical.
+    ranked = vertices[np.lexsort((ids[vertices], ts[vertices], roots[vertices]))]
+    first = np.ones(ranked.shape[0], bool)
+    first[1:] = roots[ranked[1:]] != roots[ranked[:-1]]
+    canonical_of_root = np.full(ids.shape[0], -1, np.int64)
+    canonical_of_root[roots[ranked[first]]] = ranked[first]
+    canonical = canonical_of_root[roots[vertices]]
+    members = vertices[canonical != vertices]
+    # Best edge of every vertex: both directions, sorted by vertex, score descending, partner id.
+    src, dst = np.concatenate([a, b]), np.concatenate([b, a])
+    both_scores = np.concatenate([score, score])
+    best = np.lexsort((ids[dst], -both_scores, src))
+    starts = np.ones(best.shape[0], bool)
+    starts[1:] = src[best[1:]] != src[best[:-1]]
+    via_of = np.full(ids.shape[0], -1, np.int64)
+    via_of[src[best[starts]]] = dst[best[starts]]
+    return members, canonical_of_root[roots[members]], via_of[members]
 
 
 def cluster_sizes(links: DataFrame) -> DataFrame:

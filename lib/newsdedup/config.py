@@ -202,13 +202,24 @@ class SimhashConfig:
     minhash_bands: int = 25
     minhash_rows: int = 5
     max_cluster_size: int = 100
+    # Verification inside candidate components (verify.component_edges_and_links): documents per
+    # group (one cogroup call), and the largest component handled in one task (larger ones: joins).
+    verify_group_docs: int = 20000
+    local_component_max: int = 200000
+    # Up to this many documents in candidate pairs, their ids and component labels are broadcast:
+    # the features are picked out where they lie instead of shuffled to a join.
+    verify_broadcast_max: int = 10_000_000
+    # Up to this many candidate pairs, their connected components are found on the driver
+    # (clustering.candidate_components: ~110 bytes a pair at peak).
+    driver_components_max: int = 20_000_000
 
     languages: dict[str, LanguageSpec] = field(default_factory=dict)
 
     def validate(self, key: str) -> None:
         _check(self.bands == SCHEMA_BANDS, f"{key}.bands", self.bands,
                f"{SCHEMA_BANDS} (the documents table stores band_0..band_{SCHEMA_BANDS - 1}, 16 bits each)")
-        for name in ("max_band_bucket", "max_iterations", "minhash_bands", "minhash_rows", "max_cluster_size"):
+        for name in ("max_band_bucket", "max_iterations", "minhash_bands", "minhash_rows", "max_cluster_size",
+                     "verify_group_docs", "local_component_max", "verify_broadcast_max", "driver_components_max"):
             _check(getattr(self, name) > 0, f"{key}.{name}", getattr(self, name), "a positive integer")
         _check("default" in self.languages, f"{key}.languages", sorted(self.languages), "a 'default' entry")
         for lang, spec in self.languages.items():

@@ -5,17 +5,19 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ...clustering import cluster_sizes, cut_lineage, links_from_edges, order_key
+from ...clustering import (candidate_components, cluster_sizes, cut_lineage, links_from_edges, order_key,
+                           order_micros)
 from ..base import StageResult
 from .candidates import MINHASH, TABLES, candidate_pairs
 from .keys import STAGE_COLUMNS
 from .live import SimhashLookup
-from .verify import pair_features, similarity, verified
+from .verify import EDGE, LINK, component_edges_and_links, pair_features, similarity, verified
 
 
 class SimhashStage:
-    """Candidates (Manku tables on simhash_w + MinHash bands), exact verification, then
-    large-star/small-star clustering; each link scores the duplicate against its canonical."""
+    """Candidates (Manku tables on simhash_w + MinHash bands); then, per connected component of the
+    candidate pairs, exact verification and clustering; each link scores the duplicate against its
+    canonical."""
 
     name = "simhash"
     columns = STAGE_COLUMNS           # what run() reads from the unresolved rows
@@ -27,9 +29,44 @@ class SimhashStage:
         sim_conf = ctx.conf.simhash
         pairs, split = candidate_pairs(unresolved, sim_conf)
         pairs, split = cut_lineage(pairs), cut_lineage(split)   # both read more than once
-        ids = (pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
-               .distinct())
-        feats = cut_lineage(pair_features(ctx.archive, ids, ctx.conf, ctx.verify, ctx.verify_complete))
+        vertices = unresolved.select("id", order_key().alias("key"))
+        # Every verified cluster lies inside a connected component of the candidate pairs: each
+        # component is verified, clustered and scored where its features meet its pairs.
+        comps = cut_lineage(candidate_components(pairs, vertices, sim_conf.max_iterations, sim_conf.driver_components_max)
+                            .join(unresolved.select("id", order_micros().alias("ts")), "id"))
+        n_in_pairs = comps.count()
+        broadcast = n_in_pairs <= sim_conf.verify_broadcast_max
+        feats = pair_features(ctx.archive, comps.select("id"), ctx.conf, ctx.verify, ctx.verify_complete,
+                              broadcast=broadcast)
+        sizes = cut_lineage(comps.groupBy("comp").count())
+        # The largest component sets what one task holds (verify_group_docs is only the typical group).
+        largest = sizes.agg(F.max("count")).first()[0] or 0
+        big = (sizes.where(F.col("count") > sim_conf.local_component_max)
+               .join(comps, "comp").select(F.col("id").alias("a")))
+        has_big = largest > sim_conf.local_component_max
+        if has_big or not (broadcast and ctx.verify_complete):
+            # Read more than once, or derived from the text: materialised. Otherwise the features
+            # are picked out where they lie, and reading them again would cost less than writing them.
+            feats = cut_lineage(feats)
+        local = pairs.join(big, "a", "left_anti") if has_big else pairs
+        out = cut_lineage(component_edges_and_links(local, feats, comps, sim_conf, n_in_pairs, broadcast))
+        edges = out.where(F.col("kind") == EDGE).select("a", "b", "score")
+        links = out.where(F.col("kind") == LINK).select(
+            F.col("a").alias("duplicate_id"), F.col("b").alias("canonical_id"), F.lit(self.name).alias("stage"),
+            "score", "via_id")
+        if has_big:
+            # Components no single task should hold: the same rules by joins and rounds over the cluster.
+            big_edges, big_links = self._by_joins(pairs.join(big, "a", "left_semi"), feats, vertices, sim_conf)
+            edges, links = edges.unionByName(big_edges), cut_lineage(links.unionByName(big_links))
+        counts, notes = _stage_counts(unresolved, pairs, edges, links, split, cluster_sizes(links), sim_conf)
+        counts["simhash.candidate_documents"] = n_in_pairs
+        counts["simhash.candidate_component_max"] = int(largest)
+        found_by = F.when(F.col("found_by") == TABLES, "tables").otherwise("minhash")
+        flags = split.select("id", F.concat(F.lit("simhash_bucket_split:"), found_by).alias("flag"))
+        return StageResult(links, notes, counts, flags=flags)
+
+    def _by_joins(self, pairs: DataFrame, feats: DataFrame, vertices: DataFrame, sim_conf) -> tuple[DataFrame, DataFrame]:
+        """(edges, links) of pairs by `similarity`'s joins and `links_from_edges`' rounds."""
         edges = cut_lineage(verified(similarity(pairs, feats, "a", "b"), sim_conf)
                             .select("a", "b", F.col("jaccard").alias("score")))
 
@@ -37,13 +74,8 @@ class SimhashStage:
             scored = similarity(members, feats, "duplicate_id", "canonical_id")
             return scored.select("duplicate_id", "canonical_id", F.col("jaccard").alias("score"))
 
-        vertices = unresolved.select("id", order_key().alias("key"))
-        links = cut_lineage(links_from_edges(edges, vertices, self.name, sim_conf.max_iterations,
-                                             canonical_score=to_canonical))
-        counts, notes = _stage_counts(unresolved, pairs, edges, links, split, cluster_sizes(links), sim_conf)
-        found_by = F.when(F.col("found_by") == TABLES, "tables").otherwise("minhash")
-        flags = split.select("id", F.concat(F.lit("simhash_bucket_split:"), found_by).alias("flag"))
-        return StageResult(links, notes, counts, flags=flags)
+        links = links_from_edges(edges, vertices, self.name, sim_conf.max_iterations, canonical_score=to_canonical)
+        return edges, links.select("duplicate_id", "canonical_id", "stage", "score", "via_id")
 
 
 SIZE_BINS = ((2, 2), (3, 5), (6, 10), (11, 100), (101, None))

@@ -7,12 +7,15 @@ reports of different games share most words but not their scores and teams.
 The thresholds are per language (conf simhash.languages).
 
 - `PairFeatures` / `pair_features`: the features of the documents in candidate
-  pairs, recomputed from their text an Arrow batch at a time (they are too
-  large to keep on every document).
-- `similarity`: the four measures of each pair. The pairs are joined with the
-  features of both sides, then a compiled pass per Arrow batch intersects the
-  sorted sets (`intersection_sizes`); Spark's array_intersect on the same sets
-  cost six times as much, most of stage 3's verification.
+  pairs: as prepare computed them (carried through the run, never stored), or,
+  for documents an earlier run stored, recomputed from their text an Arrow batch at a time.
+- `component_edges_and_links`: the batch step's verification and clustering, per connected
+  component of the candidate pairs, where the component's features meet its pairs: the measures,
+  the thresholds (`passes`), then `clustering.component_links`.
+- `similarity`: the four measures of each pair, the pairs joined with the features of
+  both sides (components too large for one task, and the tests' reference). Both forms
+  intersect the sorted sets in a compiled pass (`intersection_sizes`); Spark's
+  array_intersect on the same sets cost six times as much.
 - `verified`: the pairs that pass their language's thresholds.
 - `Features`, `pair_measures`, `passes`: the same measures and thresholds for pairs held in
   Python (the live lookup, live.py): `measures` itself does the arithmetic, so a pair scores
@@ -31,6 +34,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...clustering import component_links
 from ..content import ContentKeys
 from .candidates import per_language
 from .kernels import KIND_CODES, shingle_sets
@@ -87,20 +91,23 @@ FEATURES_SCHEMA = T.StructType([T.StructField("id", T.LongType()),
 
 
 def pair_features(ctx_docs: DataFrame, ids: DataFrame, conf: "Config", carried: DataFrame | None = None,
-                  complete: bool = False) -> DataFrame:
+                  complete: bool = False, broadcast: bool = False) -> DataFrame:
     """id, shingles (sorted distinct shingle hashes), nums, names for the documents in ids.
 
     carried: the same features as prepare computed them (id, shingles as int32 bytes, nums, names);
     the documents it holds are read from it, the others derived from their text (PairFeatures, an
     Arrow batch at a time). complete: carried holds every document of ids (a first run), so the text
-    is not read at all."""
+    is not read at all. broadcast: ids are few enough to broadcast, so carried is filtered where it
+    lies (a shuffle join would move every document's features to find those of ids)."""
+    wanted = F.broadcast(ids) if broadcast else ids
     if carried is None:
-        return _derived(ctx_docs.join(ids, "id", "left_semi"), conf)
-    have = carried.join(ids, "id", "left_semi").mapInArrow(_unpacked, FEATURES_SCHEMA)
+        return _derived(ctx_docs.join(wanted, "id", "left_semi"), conf)
+    have = carried.join(wanted, "id", "left_semi").mapInArrow(_unpacked, FEATURES_SCHEMA)
     if complete:
         return have
     rest = ids.join(carried.select("id"), "id", "left_anti")
-    return have.unionByName(_derived(ctx_docs.join(rest, "id", "left_semi"), conf))
+    return have.unionByName(_derived(ctx_docs.join(F.broadcast(rest) if broadcast else rest, "id", "left_semi"),
+                                     conf))
 
 
 def _derived(docs: DataFrame, conf: "Config") -> DataFrame:
@@ -226,6 +233,94 @@ def similarity(pairs: DataFrame, feats: DataFrame, left: str, right: str) -> Dat
     return j.mapInArrow(run, schema)
 
 
+EDGE, LINK = 0, 1
+LINKED_SCHEMA = T.StructType([T.StructField("kind", T.IntegerType()), T.StructField("a", T.LongType()),
+                              T.StructField("b", T.LongType()), T.StructField("score", T.DoubleType()),
+                              T.StructField("via_id", T.LongType())])
+
+
+def component_edges_and_links(pairs: DataFrame, feats: DataFrame, comps: DataFrame, sim_conf: "SimhashConfig",
+                              n_docs: int, broadcast: bool) -> DataFrame:
+    """Verification and clustering where a candidate component's features meet its pairs.
+
+    pairs: a, b, lang. feats: id, shingles, nums, names. comps: id, comp, ts for every document of
+    pairs, both ends of a pair in one comp (the connected components of the candidate pairs), ts its
+    order (clustering.order_micros). Every verified cluster lies inside one such component, so a
+    component's pairs can be verified, clustered and scored in one place (`_linked_in_group`).
+
+    Components are hashed into ceil(n_docs / verify_group_docs) groups and one cogroup hands each
+    group's pairs and features to a task: each document's features cross the network once. The
+    joins this replaces moved them once per side and every pair's left set a second time, which at
+    10M documents filled the local disk. broadcast: comps is small enough to broadcast, and the
+    features are labelled where they lie.
+
+    Returns LINKED_SCHEMA rows: kind EDGE (a, b, score: every verified pair, as `verified` keeps it,
+    score its Jaccard) and kind LINK (a: member, b: its canonical, score: their Jaccard, via_id), the
+    links `clustering.links_from_edges` makes of those edges with the canonical scored by Jaccard."""
+    groups = max(1, -(-n_docs // sim_conf.verify_group_docs))
+    labels = F.broadcast(comps) if broadcast else comps
+    group = F.pmod(F.xxhash64("comp"), F.lit(groups)).alias("_group")
+    grouped_pairs = (pairs.join(labels.select(F.col("id").alias("a"), "comp"), "a")
+                     .select(group, "a", "b", "lang").groupBy("_group"))
+    grouped_feats = (feats.join(labels, "id").select(group, "id", "ts", "shingles", "nums", "names")
+                     .groupBy("_group"))
+    return grouped_pairs.cogroup(grouped_feats).applyInArrow(_linked_in_group(sim_conf), LINKED_SCHEMA)
+
+
+def _linked_in_group(sim_conf: "SimhashConfig"):
+    """The cogroup function: one group's pairs and features to its edges and links (LINKED_SCHEMA).
+    A pair missing either document's features is dropped, as `similarity`'s inner joins drop it."""
+
+    def run(pairs: pa.Table, feats: pa.Table) -> pa.Table:
+        if pairs.num_rows == 0 or feats.num_rows == 0:     # a group with no pair, or no pair's features
+            return LINKED_EMPTY
+        pairs, feats = pairs.combine_chunks(), feats.combine_chunks()
+        ids, ts = feats.column("id").to_numpy(), feats.column("ts").to_numpy()
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+
+        def rows_of(column: str) -> tuple[np.ndarray, np.ndarray]:
+            wanted = pairs.column(column).to_numpy()
+            at = np.minimum(np.searchsorted(sorted_ids, wanted), len(ids) - 1)
+            return order[at], sorted_ids[at] == wanted
+
+        (l_rows, l_found), (r_rows, r_found) = rows_of("a"), rows_of("b")
+        both = l_found & r_found
+        l_rows, r_rows = l_rows[both], r_rows[both]
+        langs = np.asarray(pairs.column("lang").to_pylist(), object)[both]
+        values = {name: feats.column(name).chunk(0) for name in ("shingles", "nums", "names")}   # one chunk each
+        m = _measures_of_rows(values, l_rows, r_rows)
+        ok = passes(langs, m, sim_conf)
+        ea, eb, es = l_rows[ok], r_rows[ok], m["jaccard"][ok]
+        members, canonical, via = component_links(ids, ts, ea, eb, es)
+        to_canonical = _measures_of_rows(values, members, canonical)["jaccard"]
+        n_edges, n_links = len(ea), len(members)
+        return pa.Table.from_arrays(
+            [pa.array(np.repeat(np.array([EDGE, LINK], np.int32), [n_edges, n_links])),
+             pa.array(np.concatenate([ids[ea], ids[members]])), pa.array(np.concatenate([ids[eb], ids[canonical]])),
+             pa.array(np.concatenate([es, to_canonical])),
+             pa.array(np.concatenate([np.zeros(n_edges, np.int64), ids[via]]),
+                      mask=np.arange(n_edges + n_links) < n_edges)],
+            schema=LINKED_ARROW)
+
+    return run
+
+
+LINKED_ARROW = pa.schema([("kind", pa.int32()), ("a", pa.int64()), ("b", pa.int64()), ("score", pa.float64()),
+                          ("via_id", pa.int64())])
+LINKED_EMPTY = LINKED_ARROW.empty_table()
+
+
+def _measures_of_rows(values: dict[str, pa.Array], left: np.ndarray, right: np.ndarray) -> dict[str, np.ndarray]:
+    """`measures` of the pairs (row left[i], row right[i]) of the feature columns (shingles, nums,
+    names), NaN where `similarity` has null."""
+    columns = {}
+    for name, column in values.items():
+        columns[f"l_{name}"] = column.take(pa.array(left, pa.int64()))
+        columns[f"r_{name}"] = column.take(pa.array(right, pa.int64()))
+    return _numpy_measures(pa.RecordBatch.from_pydict(columns))
+
+
 def verified(scored: DataFrame, sim_conf: "SimhashConfig") -> DataFrame:
     """The scored pairs that are duplicates under their language's thresholds."""
     lang = F.col("lang")
@@ -301,6 +396,11 @@ def pair_measures(left: Sequence[Features], right: Sequence[Features]) -> dict[s
         "r_nums": pa.array([list(f.nums) for f in right], strings),
         "l_names": pa.array([list(f.names) for f in left], strings),
         "r_names": pa.array([list(f.names) for f in right], strings)})
+    return _numpy_measures(batch)
+
+
+def _numpy_measures(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+    """`measures` of a batch as float64 arrays, null as NaN (what `passes` reads as no evidence)."""
     return {k: v.to_numpy(zero_copy_only=False).astype(np.float64) for k, v in measures(batch).items()}
 
 
