@@ -113,22 +113,25 @@ def test_spill_is_read_from_sparks_status_store_and_taken_between_two_readings(s
     from newsdedup_lab.memory import spill_between, spilled_mb
 
     before = spilled_mb(spark)
-    assert set(before) == {"spill_memory_mb", "spill_disk_mb", "stages"}, "the status store's API moved"
+    assert set(before) == {"spill_memory_mb", "spill_disk_mb", "shuffle_write_mb", "stages"}, \
+        "the status store's API moved"
     spark.range(0, 20_000, numPartitions=2).selectExpr("id % 7 AS k").groupBy("k").count().collect()
     after = spilled_mb(spark)
     assert after["stages"] > before["stages"]          # the job's stages were read
     delta = spill_between(before, after)
-    assert set(delta) == {"spill_memory_mb", "spill_disk_mb"} and min(delta.values()) >= 0
+    assert set(delta) == {"spill_memory_mb", "spill_disk_mb", "shuffle_write_mb"} and min(delta.values()) >= 0
+    assert delta["shuffle_write_mb"] > 0                 # the groupBy's exchange wrote its shuffle files
     assert spill_between({}, after) == {}
 
 
-def test_the_e2e_table_states_spill_and_stage_3_candidates_per_document():
+def test_the_e2e_table_states_spill_shuffle_and_stage_3_candidates_per_document():
     r = bench.SizeResult(n=1000, seconds={"prepare": 4.0}, counts={"simhash.candidates_per_doc_x1000": 877},
                          memory={"driver_mb": 1.0, "jvm_mb": 2.0, "workers_mb": 3.0, "total_mb": 6.0,
-                                 "spill_memory_mb": 1536.0, "spill_disk_mb": 512.0, "cpu_s": 42.0},
+                                 "spill_memory_mb": 1536.0, "spill_disk_mb": 512.0, "shuffle_write_mb": 2048.0,
+                                 "cpu_s": 42.0},
                          e2e_seconds=10.0, plain_seconds=2.0, plain_memory={"jvm_mb": 1.0, "workers_mb": 1.0})
     row = bench.e2e_table(bench.Bench([r], 0, 0.0, None, "", "test")).splitlines()[-1]
-    assert row.endswith("| 1,536 | 512 | 0.877 | 42 |")
+    assert row.endswith("| 1,536 | 512 | 2,048 | 0.877 | 42 |")
 
 
 def test_cpu_seconds_count_the_work_of_child_processes():

@@ -307,13 +307,14 @@ def e2e_table(b: Bench) -> str:
              _num(r.floor_seconds), _num(r.floor_ratio, 2),
              _num(docs_per_second(r.n, r.e2e_seconds), 0), _num(executor_mb(r.plain_memory), 0),
              _num(executor_mb(r.memory), 0), _num(r.memory.get("spill_memory_mb"), 0),
-             _num(r.memory.get("spill_disk_mb"), 0), _num(candidates_per_document(r.counts), 3),
-             _num(r.memory.get("cpu_s"), 0)]
+             _num(r.memory.get("spill_disk_mb"), 0), _num(r.memory.get("shuffle_write_mb"), 0),
+             _num(candidates_per_document(r.counts), 3), _num(r.memory.get("cpu_s"), 0)]
             for r in b.sizes]
     return _table(["docs", "(d) plain job s", "stages 1-3 job s", "ratio (stages 1-3 / (d))",
                    "(e) fingerprint floor s", "(e) / (d)", "job docs/s",
                    "(d) peak executor MB", "job peak executor MB", "job spill (memory) MB",
-                   "job spill (disk) MB", "stage 3 candidate pairs per doc", "job CPU s (JVM + workers)"], rows)
+                   "job spill (disk) MB", "job shuffle written MB", "stage 3 candidate pairs per doc",
+                   "job CPU s (JVM + workers)"], rows)
 
 
 def text_cost_table(b: Bench) -> str:

@@ -91,7 +91,8 @@ def reset_jvm_heap_peak(spark) -> None:
 
 
 def spilled_mb(spark) -> dict[str, float]:
-    """Memory and disk spill summed over every stage Spark's status store still holds.
+    """Memory and disk spill, and shuffle bytes written, summed over every stage Spark's status
+    store still holds.
 
     The store keeps spark.ui.retainedStages stages (1,000 by default) whether or not the UI
     runs; a bench that wants a whole job's spill sets it above the job's stage count, and
@@ -102,21 +103,24 @@ def spilled_mb(spark) -> dict[str, float]:
         empty = sc._jvm.java.util.ArrayList
         stages = sc._jsc.sc().statusStore().stageList(empty(), False, False,
                                                      sc._gateway.new_array(sc._jvm.double, 0), empty())
-        memory = disk = 0
+        memory = disk = shuffle = 0
         for i in range(stages.size()):
             stage = stages.apply(i)
             memory += stage.memoryBytesSpilled()
             disk += stage.diskBytesSpilled()
-        return {"spill_memory_mb": memory / mb, "spill_disk_mb": disk / mb, "stages": float(stages.size())}
+            shuffle += stage.shuffleWriteBytes()
+        return {"spill_memory_mb": memory / mb, "spill_disk_mb": disk / mb, "shuffle_write_mb": shuffle / mb,
+                "stages": float(stages.size())}
     except Exception:  # a deployment without the status store's Scala API
         return {}
 
 
 def spill_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """The spill of what ran between two spilled_mb readings (empty when either is unknown)."""
+    """The spill and shuffle writes of what ran between two spilled_mb readings (empty when either
+    is unknown)."""
     if not before or not after:
         return {}
-    return {k: after[k] - before[k] for k in ("spill_memory_mb", "spill_disk_mb")}
+    return {k: after[k] - before[k] for k in ("spill_memory_mb", "spill_disk_mb", "shuffle_write_mb")}
 
 
 def cpu_seconds() -> float:
