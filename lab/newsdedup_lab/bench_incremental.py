@@ -9,10 +9,13 @@
    ones are older than their stored original, so they take its cluster over (links superseded);
 2. runs the archive in full (stages 1-3, Delta, no Postgres: as docs/benchmarks-e2e.md), timed;
 3. copies that output and runs the slice on it incrementally (input.incremental: slice), timed, with
-   each step's seconds and the closure's size;
-4. with --baseline, runs the same slice on the other copy over the whole archive (input.incremental:
-   archive, the behaviour before the closure), timed, and checks that both end with the same active
-   links.
+   each step's seconds and the closure's size: the closure by stored components (the default) and,
+   with --rounds, by rounds (input.closure: rounds, a pass over the stored keys per round), each on
+   its own copy;
+4. with --baseline, runs the same slice on another copy over the whole archive (input.incremental:
+   archive, the behaviour before the closure), timed;
+
+and checks that every slice run ends with the same active links.
 
 Prints a markdown report (and writes it to --md when given).
 """
@@ -33,7 +36,7 @@ import pyarrow.parquet as pq
 
 from .synth import INPUT_SCHEMA, generate, typo
 
-STEPS = ("prepare", "closure", "url", "content", "simhash", "write_delta")
+STEPS = ("prepare", "closure", "url", "content", "simhash", "components", "write_delta")
 
 
 def make_slice(archive: pa.Table, n: int, seed: int) -> pa.Table:
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--work", default="/tmp/bench-incremental")
     p.add_argument("--baseline", action="store_true", help="also run the slice over the whole archive")
+    p.add_argument("--rounds", action="store_true", help="also run the slice's closure by rounds")
     p.add_argument("--md", help="write the markdown report here too")
     args = p.parse_args(argv)
 
@@ -107,38 +111,42 @@ def main(argv: list[str] | None = None) -> int:
     conf = load_config(overrides={"semantic": {"enabled": False}})
     spark = get_spark(conf, "bench-incremental")
     full_out = work / f"out_full_{args.archive}"
-    for d in (full_out, work / "out_slice", work / "out_archive"):
+    variants = [("slice (components)", "out_slice", conf)]
+    if args.rounds:
+        variants.append(("slice (rounds)", "out_rounds", conf.with_overrides({"input": {"closure": "rounds"}})))
+    if args.baseline:
+        variants.append(("slice (whole archive)", "out_archive",
+                         conf.with_overrides({"input": {"incremental": "archive"}})))
+    for d in [full_out] + [work / v[1] for v in variants]:
         shutil.rmtree(d, ignore_errors=True)
     full, full_s = timed_run(spark, conf, archive_path, full_out)
-    shutil.copytree(full_out, work / "out_slice")
-    if args.baseline:
-        shutil.copytree(full_out, work / "out_archive")
-    inc, inc_s = timed_run(spark, conf, slice_path, work / "out_slice")
-    rows = [("full archive", args.archive, full, full_s), ("slice (closure)", n_slice, inc, inc_s)]
-    same = None
-    if args.baseline:
-        old_conf = conf.with_overrides({"input": {"incremental": "archive"}})
-        old, old_s = timed_run(spark, old_conf, slice_path, work / "out_archive")
-        rows.append(("slice (whole archive)", n_slice, old, old_s))
-        a, b = active_keys(spark, work / "out_slice"), active_keys(spark, work / "out_archive")
-        same = a.subtract(b).count() == 0 and b.subtract(a).count() == 0
+    for _, name, _ in variants:
+        shutil.copytree(full_out, work / name)
+    rows = [("full archive", args.archive, full, full_s)]
+    for label, name, variant_conf in variants:
+        report, secs = timed_run(spark, variant_conf, slice_path, work / name)
+        rows.append((label, n_slice, report, secs))
+    inc = rows[1][2]
+    first = active_keys(spark, work / variants[0][1])
+    same = all(first.subtract(other).count() == 0 and other.subtract(first).count() == 0
+               for other in (active_keys(spark, work / v[1]) for v in variants[1:])) if len(variants) > 1 else None
 
     lines = [f"Machine: {platform.machine()}, {__import__('os').cpu_count()} cores, Spark master "
              f"{spark.sparkContext.master}. Archive: synth, {args.archive:,} documents (seed {args.seed}); slice: "
              f"{n_slice:,} new documents (half fresh, half copies of stored ones: same URL, same text, a typo).",
              "",
              "| run | input docs | wall s | " + " | ".join(f"{s} s" for s in STEPS)
-             + " | affected docs | rounds | links new | superseded |",
-             "|---|---:|---:|" + "---:|" * (len(STEPS) + 4)]
+             + " | affected docs | rounds | keys passes | links new | superseded |",
+             "|---|---:|---:|" + "---:|" * (len(STEPS) + 5)]
     for name, n, r, secs in rows:
         steps = " | ".join(f"{r.seconds[s]:.1f}" if s in r.seconds else "-" for s in STEPS)
         c = r.counts
         lines.append(f"| {name} | {n:,} | {secs:.1f} | {steps} | {c.get('incremental.affected_documents', '-')} | "
-                     f"{c.get('incremental.rounds', '-')} | {c.get('links.new', 0)} | {c.get('links.superseded', 0)} |")
-    lines += ["", f"Slice (closure) / full archive: {inc_s / full_s:.3f}"]
-    if args.baseline:
-        lines.append(f"Slice (whole archive) / full archive: {rows[2][3] / full_s:.3f}; "
-                     f"active links identical (closure vs whole archive): {same}")
+                     f"{c.get('incremental.rounds', '-')} | {c.get('incremental.keys_passes', '-')} | "
+                     f"{c.get('links.new', 0)} | {c.get('links.superseded', 0)} |")
+    lines += [""] + [f"{label} / full archive: {secs / full_s:.3f}" for label, _, _, secs in rows[1:]]
+    if same is not None:
+        lines.append(f"Active links identical across the slice runs: {same}")
     lines.append("Closure rounds (documents added): " + ", ".join(
         f"{k}={v}" for k, v in sorted(inc.counts.items()) if k.startswith("incremental.")))
     text = "\n".join(lines) + "\n"

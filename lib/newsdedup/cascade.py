@@ -15,6 +15,8 @@ the cascade carries those and no others from stage to stage.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -37,6 +39,8 @@ class CascadeResult:
     quarantine: DataFrame
     # The ids whose links the run computed (incremental.closure); None: the whole archive.
     scope: DataFrame | None = None
+    # The components rows of the documents the run computed links for (None: a dry run).
+    components: DataFrame | None = None
 
 
 # Why a prepared document (one that has an id, url, source and date) is quarantined after all.
@@ -180,8 +184,16 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
         spark, store.table_path(output, "duplicate_links"), scope, n_docs)
     report.counts["links.total"] = kept + sum(linked.values())
     report.counts["unique_documents"] = n_archive - report.counts["links.total"]
+    components = None
+    if output is not None:   # what the next slice's closure expands by (incremental.component_rows)
+        out = steps.step("components", lambda: runstate.StepOutput({"components": incremental.component_rows(
+            spark, docs if scope is None else scope, links, docs.select("id", "lang"))}),
+            lambda r: f"{r.counts['incremental.components_written']} documents labelled",
+            measure=lambda frames: {"incremental.components_written": frames["components"].count()})
+        report.add(out.report)
+        components = out.frames["components"]
     return CascadeResult(documents=_with_flags(new_docs, all_flags), links=links, quarantine=quarantine,
-                         scope=scope)
+                         scope=scope, components=components)
 
 
 def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Config",
@@ -200,11 +212,36 @@ def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Co
         def near(frontier: DataFrame) -> DataFrame:
             rows = frontier.select("id", order_date().alias("published_at"), "lang", "title", "body")
             return near_ids(spark, conf, rows, dates, output)
-    affected, sizes = incremental.closure(archive.documents, archive.accepted.select("id"), conf, links, near)
+    components, why = _stored_components(spark, archive, conf, output)
+    affected, sizes, passes = incremental.closure(archive.documents, archive.accepted.select("id"), conf, links,
+                                                  near, components)
     counts = {"incremental.rounds": len(sizes) - 1, "incremental.slice_documents": sizes[0],
+              "incremental.keys_passes": passes, "incremental.by_components": int(components is not None),
               **{f"incremental.round_{i}": n for i, n in enumerate(sizes[1:], start=1)}}
+    notes = [f"closure by rounds: {why}"] if why else []
     rows = incremental.restrict(archive.documents, affected, sum(sizes))
-    return runstate.StepOutput({"affected": affected, "archive": rows}, StepReport(counts=counts))
+    return runstate.StepOutput({"affected": affected, "archive": rows}, StepReport(counts=counts, notes=notes))
+
+
+def _stored_components(spark: SparkSession, archive: "incremental.Archive", conf: "Config",
+                       output: str) -> tuple["incremental.Components | None", str | None]:
+    """The stored components the closure may expand by, or None and why it takes rounds instead
+    (None, None: rounds were asked for)."""
+    if conf.input.closure != "components":
+        return None, None
+    replaced = archive.counts.get("recrawled", 0) + (
+        archive.counts.get("id_collisions", 0) if conf.input.id_collision == "replace" else 0)
+    if replaced:   # a replaced document's URL group may pick another first: components do not cover that
+        return None, f"the slice replaces {replaced} stored documents"
+    components = incremental.read_components(spark, output)
+    if components is None:
+        return None, "no components stored (an output written before them; an archive run stores them all)"
+    stored = archive.documents.join(archive.accepted.select("id"), "id", "left_anti").select("id")
+    ids = stored.toArrow()["id"].to_numpy()
+    if not components.covers(np.asarray(ids, np.int64)):
+        return None, ("stored documents without a component (written by a run that did not store them; "
+                      "an archive run stores them all)")
+    return components, None
 
 
 def _with_flags(docs: DataFrame, flag_sets: list[DataFrame]) -> DataFrame:

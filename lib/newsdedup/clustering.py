@@ -192,6 +192,22 @@ def candidate_components(pairs: DataFrame, vertices: DataFrame, max_iterations: 
     return pairs.sparkSession.createDataFrame(labelled)
 
 
+def component_labels(ids: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The smallest id of each vertex's connected component, by ids' order.
+
+    ids: the vertices (distinct); a, b: edges as ids, every end among ids. A vertex without an
+    edge is its own component."""
+    ids = np.asarray(ids, np.int64)
+    order = np.argsort(ids, kind="stable")
+    ranked = ids[order]
+    # Vertex indices in id order, so a root (the smallest index) is the smallest id.
+    roots = _component_roots(ranked.shape[0], np.searchsorted(ranked, np.asarray(a, np.int64)),
+                             np.searchsorted(ranked, np.asarray(b, np.int64)))
+    labels = np.empty(ids.shape[0], np.int64)
+    labels[order] = ranked[roots]
+    return labels
+
+
 def component_links(ids: np.ndarray, ts: np.ndarray, a: np.ndarray, b: np.ndarray,
                     score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`links_from_edges`'s clusters for a graph held in numpy: (member, canonical, via) as indices

@@ -90,6 +90,11 @@ class InputConfig:
     # change (its closure); "archive", the whole archive again (converges after a change the
     # closure cannot see, such as a new stage-4 model_version; the benchmark's baseline).
     incremental: Literal["slice", "archive"] = "slice"
+    # How a slice's closure is found (incremental.closure): "components", one pass over the stored
+    # keys and then the stored connected components (the components table) of what it reached;
+    # "rounds", a pass over the stored keys per round until a round adds nothing (also what a
+    # slice that replaces stored documents, or an output with unlabelled documents, gets).
+    closure: Literal["components", "rounds"] = "components"
     # A JSON line (`check --input`) longer than this many bytes is refused and counted, not parsed.
     max_line_bytes: int = 64 * 1024 * 1024
     # An input file that cannot be read (a broken footer, a row group that cannot be decoded, no
@@ -124,6 +129,8 @@ class InputConfig:
         _check(self.max_line_bytes > 0, f"{key}.max_line_bytes", self.max_line_bytes, "a positive number of bytes")
         _check(self.id_collision in ("quarantine", "replace"), f"{key}.id_collision", self.id_collision,
                "'quarantine' or 'replace'")
+        _check(self.closure in ("components", "rounds"), f"{key}.closure", self.closure,
+               "'components' or 'rounds'")
         _check(self.incremental in ("slice", "archive"), f"{key}.incremental", self.incremental,
                "'slice' or 'archive'")
         _check(self.verify in ("footers", "row_groups"), f"{key}.verify", self.verify,

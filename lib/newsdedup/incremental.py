@@ -60,6 +60,34 @@ Each round takes the documents added by the previous one as its frontier and
 stops when a round adds none (incremental.rounds, incremental.affected_documents
 in the report).
 
+Stored components: one pass instead of a pass per round
+-------------------------------------------------------
+Every run stores, for the documents it computed links for, their connected
+component under the stages 1-3 part of R (<output>/components, component_rows):
+its links of stages 1-3 span it. A run over A rewrites A's rows; the others keep
+theirs, which stay true because A is closed. So the closure needs one pass over
+the stored keys, from the slice: what it reaches brings its whole stored component
+(Components.expand), and a stored pair relation inside a component needs no pass.
+That holds for the relations of documents whose part in the cascade cannot change
+when a slice arrives, and the cases where it can are these:
+
+- a stage-1 duplicate stays one unless its URL group loses its first document,
+  which only a slice replacing stored documents does (a re-crawl, or
+  input.id_collision: replace): such a slice takes rounds;
+- a stage-2 duplicate becomes its text's first when a newcomer takes its
+  canonical's URL group over. Its text is its canonical's, so its stage-3 pairs
+  are its canonical's, in the same component, unless the two languages differ
+  (stage 3 pairs within a language only): then it is stored unsettled, and when
+  reached it takes a pass of its own;
+- stage 4's pairs are not in the components: with stage 4 on, each round still
+  asks stage 4 for the frontier's neighbours (and follows the active links) as
+  above, and expands what they reach by component.
+
+A stored document without a component (an output written before them, or a run
+that died between its documents and its components) sends the whole closure to
+rounds, as does input.closure: rounds. incremental.keys_passes and
+incremental.by_components in the report say which it took.
+
 Where it is not exact: a stage-3 bucket over simhash.max_band_bucket members is
 cut into chunks of consecutive fingerprints, and which chunk a document falls
 in depends on every member of the bucket; over A the bucket holds fewer
@@ -71,10 +99,10 @@ the new version, so their pairs are not searched; rerun the archive
 archive runs the cascade over the whole archive as before (the benchmark's
 baseline, and a way to converge).
 
-Work: the closure keeps the stored keys (no text) in memory for its rounds. A round is one pass
-over them against the frontier's keys and bucket codes, broadcast (round_hits, numpy); only pairs
-to documents not yet in the closure are verified; the closure's ids and the active links are
-numpy arrays on the driver. The stages, the link diff and the documents MERGE see only A and the
+Work: the closure keeps the stored keys (no text) in memory for its passes. A pass is one scan
+of them against the frontier's keys and bucket codes, broadcast (round_hits, numpy); only pairs
+to documents not yet in the closure are verified; the closure's ids, the stored components and
+the active links are numpy arrays on the driver. The stages, the link diff and the documents MERGE see only A and the
 slice. A closure of more than MAX_AFFECTED documents gives up and takes the whole archive.
 """
 
@@ -94,7 +122,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from .clustering import cut_lineage
+from .clustering import component_labels, cut_lineage
 from .io import store
 from .stages.simhash.candidates import code_rows
 from .stages.simhash.verify import pair_features, similarity, verified
@@ -187,6 +215,105 @@ def with_stored(spark: SparkSession, docs: DataFrame, output: str | None,
     old = stored.join(_small(docs.select("id"), n_docs), "id", "left_anti").select(*docs.columns)
     counts["existing_documents"] = old.select("id").count()
     return Archive(docs.unionByName(old), docs, collisions, counts, stored=True)
+
+
+# ---------------------------------------------------------------- stored components
+
+# <output>/components: one row per stored document. component: the smallest id of its connected
+# component under the stages 1-3 relations as the run that last reran it computed them (url and
+# content groups, stage 3's verified pairs: its links span them); settled: whether every stages
+# 1-3 pair the document can take part in is inside that component (see component_rows).
+COMPONENTS_SCHEMA = T.StructType([T.StructField("id", T.LongType(), False),
+                                  T.StructField("component", T.LongType(), False),
+                                  T.StructField("settled", T.BooleanType(), False)])
+LABELLED_STAGES = ("url", "content", "simhash")
+
+
+@dataclass(frozen=True)
+class Components:
+    """The stored components on the driver (1M documents: 17 MB), for the closure to expand by."""
+
+    ids: np.ndarray          # sorted
+    component: np.ndarray    # by ids
+    settled: np.ndarray      # by ids
+    by_component: np.ndarray  # indices into ids, sorted by component
+    sorted_components: np.ndarray  # component[by_component]
+
+    @classmethod
+    def of(cls, table: pa.Table) -> "Components":
+        ids = np.asarray(table["id"].to_numpy(), np.int64)
+        order = np.argsort(ids, kind="stable")
+        ids, comp = ids[order], np.asarray(table["component"].to_numpy(), np.int64)[order]
+        settled = np.asarray(table["settled"].to_numpy(zero_copy_only=False), bool)[order]
+        by_component = np.argsort(comp, kind="stable")
+        return cls(ids, comp, settled, by_component, comp[by_component])
+
+    def covers(self, ids: np.ndarray) -> bool:
+        """Whether every one of ids has a component."""
+        at = np.searchsorted(self.ids, ids)
+        return bool(np.all((at < len(self.ids)) & (self.ids[np.minimum(at, len(self.ids) - 1)] == ids))) \
+            if len(self.ids) else not len(ids)
+
+    def expand(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(every member of the components of ids, and ids themselves; those of them that need a pass
+        over the stored keys: the unsettled members, and ids without a component)."""
+        ids = np.asarray(ids, np.int64)
+        if not len(self.ids) or not len(ids):
+            return ids, ids
+        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        known = self.ids[at] == ids
+        comps = np.unique(self.component[at[known]])
+        lo = np.searchsorted(self.sorted_components, comps, "left")
+        n = np.searchsorted(self.sorted_components, comps, "right") - lo
+        rows = self.by_component[np.repeat(lo, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)]
+        members = np.union1d(self.ids[rows], ids)
+        return members, np.union1d(self.ids[rows[~self.settled[rows]]], ids[~known])
+
+
+def read_components(spark: SparkSession, output: str) -> Components | None:
+    """The components stored in output (None: none stored, an output written before them)."""
+    path = store.table_path(output, "components")
+    if not store.exists(spark, path):
+        return None
+    return Components.of(spark.read.format("delta").load(path).select("id", "component", "settled").toArrow())
+
+
+def component_rows(spark: SparkSession, ids: DataFrame, links: DataFrame, docs: DataFrame) -> DataFrame:
+    """The components rows of the documents a run computed links for (ids: all of them, or its
+    closure; links: the links it computed; docs: id, lang of at least those documents).
+
+    A component spans the run's stages 1-3 links, which span the relations a later slice can meet
+    among these documents: stage 1 groups every document by URL, stage 2 the stage-1 survivors by
+    content, and stage 3 clusters the stage-2 survivors by connected components of their verified
+    pairs. A stage-1 duplicate never takes part in a later stage unless a slice replaces a stored
+    document (the closure then takes rounds). A stage-2 duplicate may (a slice's document can take
+    its canonical's URL group over): its text is its canonical's, so its stage-3 pairs are its
+    canonical's unless their languages differ, which leaves it unsettled. Stage 4's relation is
+    left out: the closure follows it round by round.
+    """
+    kept = links.where(F.col("stage").isin(*LABELLED_STAGES)).select("duplicate_id", "canonical_id", "stage")
+    lang = docs.select("id", F.coalesce("lang", F.lit("default")).alias("lang"))
+    unsettled = (kept.where(F.col("stage") == "content")
+                 .join(lang.withColumnRenamed("id", "duplicate_id").withColumnRenamed("lang", "l_dup"), "duplicate_id")
+                 .join(lang.withColumnRenamed("id", "canonical_id").withColumnRenamed("lang", "l_can"), "canonical_id")
+                 .where(F.col("l_dup") != F.col("l_can")).select("duplicate_id"))
+    vertices = _column(ids.select("id"), "id")
+    edges = kept.select("duplicate_id", "canonical_id").toArrow()
+    labels = component_labels(vertices, np.asarray(edges["duplicate_id"].to_numpy(), np.int64),
+                              np.asarray(edges["canonical_id"].to_numpy(), np.int64))
+    settled = ~np.isin(vertices, _column(unsettled.withColumnRenamed("duplicate_id", "id"), "id"))
+    return spark.createDataFrame(pa.table({"id": pa.array(vertices, pa.int64()), "component": pa.array(labels, pa.int64()),
+                                           "settled": pa.array(settled)}), COMPONENTS_SCHEMA)
+
+
+def write_components(spark: SparkSession, rows: DataFrame, path: str, scope: DataFrame | None) -> None:
+    """Make the table at path hold rows for their documents: the whole table (scope None, a run over
+    the archive) or the rows of scope's ids (a closure) replaced; one overwrite, so the table never
+    holds half a run. Repeating it (a resumed write) gives the same table."""
+    if scope is not None and store.exists(spark, path):
+        kept = spark.read.format("delta").load(path).join(scope.select("id"), "id", "left_anti")
+        rows = cut_lineage(kept.unionByName(rows.select(*COMPONENTS_SCHEMA.names)))   # read before overwritten
+    rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
 
 
 # ---------------------------------------------------------------- the closure of a slice
@@ -300,44 +427,58 @@ Near = Callable[[DataFrame], DataFrame]   # frontier documents (archive rows) ->
 
 
 def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame | None,
-            near: Near | None = None) -> tuple[DataFrame, list[int]]:
-    """The ids of docs reachable from seeds' ids under the pair relations (module docstring), and the
-    documents each round added (the seeds first).
+            near: Near | None = None, components: "Components | None" = None) -> tuple[DataFrame, list[int], int]:
+    """The ids of docs reachable from seeds' ids under the pair relations (module docstring), the
+    documents each round added (the seeds first), and the passes made over the stored keys.
 
     docs: the archive's rows (at least id, url_hash, content_hash, lang, simhash_w, mh_bands, and what
     `near` reads). links: the active links (None: none stored). near: stage 4's neighbours, when on.
+    components: the stored components (read_components), or None for rounds.
 
-    Each round is one pass over the stored keys (kept in memory for all rounds), testing each
-    document against a broadcast FrontierIndex with numpy (round_hits), then verification of the new
-    candidate pairs only, on the two documents' text (pair features), as stage 3 verifies them. The
-    closure's ids and the active links live on the driver: both are small next to the archive.
-    More than MAX_AFFECTED ids: the whole archive (exact too, and cheaper than such a closure).
+    A pass over the stored keys (kept in memory for all rounds) tests each document against a
+    broadcast FrontierIndex with numpy (round_hits); the new candidate pairs alone are then verified
+    on the two documents' text (pair features), as stage 3 verifies them. With components, what a
+    pass reaches brings its whole stored component, whose stages 1-3 relations are already in it:
+    only its unsettled members (Components) need another pass, and stage 4's neighbours another
+    round. Without, every round is a pass. The closure's ids and the active links live on the
+    driver: both are small next to the archive. More than MAX_AFFECTED ids: the whole archive
+    (exact too, and cheaper than such a closure).
     """
-    spark, sim_conf = docs.sparkSession, conf.simhash
+    spark = docs.sparkSession
     keys = docs.select("id", "url_hash", "content_hash", "lang", "simhash_w", "mh_bands").persist(
         StorageLevel.MEMORY_AND_DISK)
     link_pairs = None
-    if links is not None:
+    # With components, the stages 1-3 links lie inside them: the active links add stage 4's alone.
+    if links is not None and (components is None or near is not None):
         table = links.select("duplicate_id", "canonical_id").toArrow()
         link_pairs = (np.asarray(table["duplicate_id"].to_numpy(), np.int64),
                       np.asarray(table["canonical_id"].to_numpy(), np.int64))
     frontier = np.unique(_column(seeds.select("id"), "id"))
-    affected, sizes = frontier, [len(frontier)]
+    affected, sizes, passes, to_pass = frontier, [len(frontier)], 0, frontier
     try:
         while len(frontier) and len(affected) <= MAX_AFFECTED:
-            found = [_reached(spark, keys, docs, frontier, affected, conf)]
+            found = []
+            if len(to_pass):
+                found.append(_reached(spark, keys, docs, to_pass, affected, conf))
+                passes += 1
             if link_pairs is not None:
                 found.append(linked_ids(*link_pairs, frontier))
             if near is not None:
                 found.append(_column(near(docs.join(F.broadcast(_ids_frame(spark, frontier)), "id", "left_semi")),
                                      "id"))
-            frontier = np.setdiff1d(np.unique(np.concatenate(found)), affected)
+            reached = np.setdiff1d(np.unique(np.concatenate(found)), affected) if found else np.zeros(0, np.int64)
+            if components is not None:
+                members, unsettled = components.expand(reached)
+                frontier = np.setdiff1d(members, affected)
+                to_pass = np.intersect1d(unsettled, frontier)
+            else:
+                frontier = to_pass = reached
             sizes.append(len(frontier))
             affected = np.union1d(affected, frontier)
         if len(affected) > MAX_AFFECTED:   # every document: the seeds, then all the others
             everything = cut_lineage(docs.select("id"))
-            return everything, [sizes[0], everything.count() - sizes[0]]
-        return cut_lineage(_ids_frame(spark, affected)), sizes[:-1] if len(sizes) > 1 else sizes
+            return everything, [sizes[0], everything.count() - sizes[0]], passes
+        return cut_lineage(_ids_frame(spark, affected)), sizes[:-1] if len(sizes) > 1 else sizes, passes
     finally:
         keys.unpersist()
 

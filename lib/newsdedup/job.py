@@ -170,6 +170,13 @@ def _write(spark, result, output: str, conf: "Config", report: RunReport, now: d
         store.insert_quarantine(spark,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
                                 store.table_path(output, "quarantine"))
+        # After the documents: a run that dies between the two leaves stored documents without a
+        # component, which sends the next closure to rounds (exact); the other order could leave
+        # components that count on documents never stored (a settled duplicate of a canonical
+        # that is not there).
+        if result.components is not None:
+            incremental.write_components(spark, result.components, store.table_path(output, "components"),
+                                         result.scope)
         keys = changed[0].select(*store.LINK_KEY)
         return StepOutput({"changed": keys}, StepReport(counts={f"links.{k}": v for k, v in actions.items()},
                                                         notes=notes))

@@ -30,7 +30,7 @@ LINK_KEY = ("duplicate_id", "canonical_id", "stage")
 
 # What a newsdedup output holds; anything else in an existing output means it is someone else's directory.
 OUTPUT_ENTRIES = frozenset({"documents", "duplicate_links", "quarantine", "skipped_files", "runs", "embeddings",
-                            "semantic_refusals", "_runs",
+                            "semantic_refusals", "components", "_runs",
                             "_checkpoints", "reports", "pgdata", "pgdata.secret", "_newsdedup.lock"})
 
 
