@@ -15,10 +15,9 @@ the cascade carries those and no others from stage to stage.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
 from typing import TYPE_CHECKING
 
+import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
