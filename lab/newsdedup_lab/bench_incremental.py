@@ -26,6 +26,7 @@ import argparse
 import platform
 import random
 import shutil
+import statistics
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -92,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default="/tmp/bench-incremental")
     p.add_argument("--baseline", action="store_true", help="also run the slice over the whole archive")
     p.add_argument("--rounds", action="store_true", help="also run the slice's closure by rounds")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the slice variants this many times, alternating, each on a fresh copy of the "
+                        "full run's output (the ratios then come from each variant's median)")
+    p.add_argument("--reuse-full", action="store_true",
+                   help="take the full run's output from an earlier bench in --work (its time is then not measured)")
     p.add_argument("--md", help="write the markdown report here too")
     args = p.parse_args(argv)
 
@@ -117,16 +123,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         variants.append(("slice (whole archive)", "out_archive",
                          conf.with_overrides({"input": {"incremental": "archive"}})))
-    for d in [full_out] + [work / v[1] for v in variants]:
+    for d in ([] if args.reuse_full else [full_out]) + [work / v[1] for v in variants]:
         shutil.rmtree(d, ignore_errors=True)
-    full, full_s = timed_run(spark, conf, archive_path, full_out)
-    for _, name, _ in variants:
-        shutil.copytree(full_out, work / name)
-    rows = [("full archive", args.archive, full, full_s)]
-    for label, name, variant_conf in variants:
-        report, secs = timed_run(spark, variant_conf, slice_path, work / name)
-        rows.append((label, n_slice, report, secs))
-    inc = rows[1][2]
+    rows = []
+    if not args.reuse_full:
+        full, full_s = timed_run(spark, conf, archive_path, full_out)
+        rows.append(("full archive", args.archive, full, full_s))
+    seconds: dict[str, list[float]] = {}
+    for _ in range(args.repeat):
+        for label, name, variant_conf in variants:
+            shutil.rmtree(work / name, ignore_errors=True)
+            shutil.copytree(full_out, work / name)
+            report, secs = timed_run(spark, variant_conf, slice_path, work / name)
+            rows.append((label, n_slice, report, secs))
+            seconds.setdefault(label, []).append(secs)
+    inc = next(r for label, _, r, _ in rows if label == variants[0][0])
     first = active_keys(spark, work / variants[0][1])
     same = all(first.subtract(other).count() == 0 and other.subtract(first).count() == 0
                for other in (active_keys(spark, work / v[1]) for v in variants[1:])) if len(variants) > 1 else None
@@ -144,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {name} | {n:,} | {secs:.1f} | {steps} | {c.get('incremental.affected_documents', '-')} | "
                      f"{c.get('incremental.rounds', '-')} | {c.get('incremental.keys_passes', '-')} | "
                      f"{c.get('links.new', 0)} | {c.get('links.superseded', 0)} |")
-    lines += [""] + [f"{label} / full archive: {secs / full_s:.3f}" for label, _, _, secs in rows[1:]]
+    medians = {label: statistics.median(v) for label, v in seconds.items()}
+    lines += [""] + [f"{label}: median {m:.1f} s of {len(seconds[label])}"
+                     + (f", / full archive: {m / full_s:.3f}" if not args.reuse_full else "")
+                     for label, m in medians.items()]
     if same is not None:
         lines.append(f"Active links identical across the slice runs: {same}")
     lines.append("Closure rounds (documents added): " + ", ".join(

@@ -42,6 +42,8 @@ def compare(spark, conf, docs: str | Path, work: str | Path, k: int = 3) -> dict
         slices.append({"documents": rep.counts["documents"],
                        "affected": rep.counts.get("incremental.affected_documents", rep.counts["documents"]),
                        "rounds": rep.counts.get("incremental.rounds", 0),
+                       "keys_passes": rep.counts.get("incremental.keys_passes", 0),
+                       "by_components": rep.counts.get("incremental.by_components", 0),
                        "seconds": round(time.perf_counter() - t0, 1)})
 
     def keys(df):
@@ -59,11 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("docs")
     p.add_argument("--work", default="/tmp/realtext-slices")
     p.add_argument("-k", type=int, default=3)
+    p.add_argument("--closure", choices=("components", "rounds"), default="components",
+                   help="how each slice's closure is found (input.closure)")
     args = p.parse_args(argv)
     from newsdedup.config import load_config
     from newsdedup.io.spark import get_spark
 
-    conf = load_config(overrides={"semantic": {"enabled": False}})
+    conf = load_config(overrides={"semantic": {"enabled": False}, "input": {"closure": args.closure}})
     spark = get_spark(conf, "realtext-slices")
     result = compare(spark, conf, args.docs, args.work, args.k)
     print(result)

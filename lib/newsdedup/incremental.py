@@ -250,9 +250,10 @@ class Components:
 
     def covers(self, ids: np.ndarray) -> bool:
         """Whether every one of ids has a component."""
-        at = np.searchsorted(self.ids, ids)
-        return bool(np.all((at < len(self.ids)) & (self.ids[np.minimum(at, len(self.ids) - 1)] == ids))) \
-            if len(self.ids) else not len(ids)
+        if not len(self.ids):
+            return not len(ids)
+        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return bool(np.all(self.ids[at] == ids))
 
     def expand(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(every member of the components of ids, and ids themselves; those of them that need a pass
@@ -292,18 +293,19 @@ def component_rows(spark: SparkSession, ids: DataFrame, links: DataFrame, docs: 
     left out: the closure follows it round by round.
     """
     kept = links.where(F.col("stage").isin(*LABELLED_STAGES)).select("duplicate_id", "canonical_id", "stage")
-    lang = docs.select("id", F.coalesce("lang", F.lit("default")).alias("lang"))
-    unsettled = (kept.where(F.col("stage") == "content")
-                 .join(lang.withColumnRenamed("id", "duplicate_id").withColumnRenamed("lang", "l_dup"), "duplicate_id")
-                 .join(lang.withColumnRenamed("id", "canonical_id").withColumnRenamed("lang", "l_can"), "canonical_id")
-                 .where(F.col("l_dup") != F.col("l_can")).select("duplicate_id"))
+    lang = F.coalesce("lang", F.lit("default"))   # stage 3 pairs a null language with null ones
+    dup_lang = docs.select(F.col("id").alias("duplicate_id"), lang.alias("l_dup"))
+    can_lang = docs.select(F.col("id").alias("canonical_id"), lang.alias("l_can"))
+    unsettled = (kept.where(F.col("stage") == "content").join(dup_lang, "duplicate_id").join(can_lang, "canonical_id")
+                 .where(F.col("l_dup") != F.col("l_can")).select(F.col("duplicate_id").alias("id")))
     vertices = _column(ids.select("id"), "id")
     edges = kept.select("duplicate_id", "canonical_id").toArrow()
     labels = component_labels(vertices, np.asarray(edges["duplicate_id"].to_numpy(), np.int64),
                               np.asarray(edges["canonical_id"].to_numpy(), np.int64))
-    settled = ~np.isin(vertices, _column(unsettled.withColumnRenamed("duplicate_id", "id"), "id"))
-    return spark.createDataFrame(pa.table({"id": pa.array(vertices, pa.int64()), "component": pa.array(labels, pa.int64()),
-                                           "settled": pa.array(settled)}), COMPONENTS_SCHEMA)
+    settled = ~np.isin(vertices, _column(unsettled, "id"))
+    table = pa.table({"id": pa.array(vertices, pa.int64()), "component": pa.array(labels, pa.int64()),
+                      "settled": pa.array(settled)})
+    return spark.createDataFrame(table, COMPONENTS_SCHEMA)
 
 
 def write_components(spark: SparkSession, rows: DataFrame, path: str, scope: DataFrame | None) -> None:
