@@ -7,5 +7,5 @@ bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYSPARK_PYTHON="$PWD/.venv/bin/python"
 # Everything runs, the standalone-cluster test included (a master and two workers on
 # 127.0.0.1, spark-submit with the packaged zip: 4.4 min on the 2-core development machine,
-# the whole suite 31 min). Select a part as with pytest: ./scripts/test.sh -m "not cluster".
+# the whole suite 59 min with other work beside it). Select a part as with pytest: ./scripts/test.sh -m "not cluster".
 exec .venv/bin/python -m pytest "$@"
