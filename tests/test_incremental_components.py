@@ -17,7 +17,6 @@ newcomer, which takes that member's URL group over):
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from newsdedup import job
@@ -25,7 +24,7 @@ from newsdedup.clustering import component_labels
 from newsdedup.incremental import Components
 from newsdedup.io import store
 
-from test_incremental_scope import DAY1, DAY2, edited, keyset, row, text
+from test_incremental_scope import DAY1, DAY2, edited, keyset, row, slice_files, text
 
 
 def _row(i, url, title, body, when, lang="en"):
@@ -69,10 +68,7 @@ def test_expanding_brings_whole_components_and_names_what_needs_a_pass():
 @pytest.fixture(scope="module")
 def outcome(spark, conf, tmp_path_factory):
     root = tmp_path_factory.mktemp("components")
-    paths = {}
-    for name, rows in (("stored", STORED), ("new", NEW), ("all", STORED + NEW)):
-        paths[name] = str(root / f"{name}.parquet")
-        pd.DataFrame(rows).astype({"published_at": "datetime64[us, UTC]"}).to_parquet(paths[name])
+    paths = slice_files(root, STORED, NEW)
     full = job.run(spark, paths["all"], str(root / "full"), conf, load_pg=False)
     runs = {}
     for mode in ("components", "rounds"):

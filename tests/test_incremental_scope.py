@@ -56,13 +56,19 @@ def keyset(df):
     return {(r.duplicate_id, r.canonical_id, r.stage, round(r.score, 9)) for r in df.collect()}
 
 
+def slice_files(root, stored: list[dict], new: list[dict]) -> dict[str, str]:
+    """Parquet files of the stored rows, the new ones and both, under root: {"stored", "new", "all"}."""
+    paths = {}
+    for name, rows in (("stored", stored), ("new", new), ("all", stored + new)):
+        paths[name] = str(root / f"{name}.parquet")
+        pd.DataFrame(rows).astype({"published_at": "datetime64[us, UTC]"}).to_parquet(paths[name])
+    return paths
+
+
 @pytest.fixture(scope="module")
 def outcome(spark, conf, tmp_path_factory):
     root = tmp_path_factory.mktemp("scope")
-    paths = {}
-    for name, rows in (("stored", STORED), ("new", NEW), ("all", STORED + NEW)):
-        paths[name] = str(root / f"{name}.parquet")
-        pd.DataFrame(rows).astype({"published_at": "datetime64[us, UTC]"}).to_parquet(paths[name])
+    paths = slice_files(root, STORED, NEW)
     full = job.run(spark, paths["all"], str(root / "full"), conf, load_pg=False)
     out = str(root / "slices")
     job.run(spark, paths["stored"], out, conf, load_pg=False)
