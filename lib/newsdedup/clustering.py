@@ -184,11 +184,9 @@ def candidate_components(pairs: DataFrame, vertices: DataFrame, max_iterations: 
     if pairs.count() > driver_max:
         return connected_labels(pairs, vertices, max_iterations).select("id", F.col("label.id").alias("comp"))
     table = pairs.select("a", "b").toArrow()
-    ends = np.concatenate([table.column("a").to_numpy(), table.column("b").to_numpy()])
-    ids, index = np.unique(ends, return_inverse=True)
-    n = table.num_rows
-    roots = _component_roots(ids.shape[0], index[:n].astype(np.int64), index[n:].astype(np.int64))
-    labelled = pa.table({"id": pa.array(ids, pa.int64()), "comp": pa.array(ids[roots], pa.int64())})
+    a, b = table.column("a").to_numpy(), table.column("b").to_numpy()
+    ids = np.unique(np.concatenate([a, b]))
+    labelled = pa.table({"id": pa.array(ids, pa.int64()), "comp": pa.array(component_labels(ids, a, b), pa.int64())})
     return pairs.sparkSession.createDataFrame(labelled)
 
 

@@ -248,12 +248,14 @@ class Components:
         by_component = np.argsort(comp, kind="stable")
         return cls(ids, comp, settled, by_component, comp[by_component])
 
+    def _rows_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each id's row in self.ids, clipped; whether it is there)."""
+        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return at, self.ids[at] == ids
+
     def covers(self, ids: np.ndarray) -> bool:
         """Whether every one of ids has a component."""
-        if not len(self.ids):
-            return not len(ids)
-        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        return bool(np.all(self.ids[at] == ids))
+        return bool(self._rows_of(ids)[1].all()) if len(self.ids) else not len(ids)
 
     def expand(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(every member of the components of ids, and ids themselves; those of them that need a pass
@@ -261,14 +263,18 @@ class Components:
         ids = np.asarray(ids, np.int64)
         if not len(self.ids) or not len(ids):
             return ids, ids
-        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        known = self.ids[at] == ids
+        at, known = self._rows_of(ids)
         comps = np.unique(self.component[at[known]])
         lo = np.searchsorted(self.sorted_components, comps, "left")
-        n = np.searchsorted(self.sorted_components, comps, "right") - lo
-        rows = self.by_component[np.repeat(lo, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)]
+        rows = self.by_component[_spans(lo, np.searchsorted(self.sorted_components, comps, "right") - lo)]
         members = np.union1d(self.ids[rows], ids)
         return members, np.union1d(self.ids[rows[~self.settled[rows]]], ids[~known])
+
+
+def _spans(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The indices lo[0] .. lo[0]+n[0]-1, lo[1] .. lo[1]+n[1]-1, ... in one array: the rows of a
+    sorted array that equal each looked-up value (lo, n from its searchsorted left and right)."""
+    return np.repeat(lo, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
 
 
 def read_components(spark: SparkSession, output: str) -> Components | None:
@@ -388,9 +394,8 @@ def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashCo
     row, code = row[hit], code[hit]
     lo = np.searchsorted(index.codes, code, "left")
     n = np.searchsorted(index.codes, code, "right") - lo
-    total = int(n.sum())
     b_row = np.repeat(row, n)
-    at = np.repeat(lo, n) + np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+    at = _spans(lo, n)
     a_row = index.code_row[at]
     names = _names(batch.column("lang"))
     fps = np.asarray(batch.column("simhash_w").fill_null(0).to_numpy(), np.int64).view(np.uint64)

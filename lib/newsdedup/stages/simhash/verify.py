@@ -189,9 +189,12 @@ def _ratio(inter: np.ndarray, whole: np.ndarray) -> np.ndarray:
 
 def measures(batch: pa.RecordBatch) -> dict[str, pa.Array]:
     """jaccard, containment, numbers and names of each row of l_shingles, r_shingles, l_nums, ...
-    (see `similarity`)."""
+    (see `similarity`). A batch without the nums (names) columns gets no numbers (names) measure:
+    scoring a link against its canonical reads the Jaccard alone."""
     sizes = {}
     for name in ("shingles", "nums", "names"):
+        if name != "shingles" and f"l_{name}" not in batch.schema.names:
+            continue
         left, right = batch.column(f"l_{name}"), batch.column(f"r_{name}")
         lists = (*_shingle_lists(left), *_shingle_lists(right)) if name == "shingles" else _codes(left, right)
         inter = intersection_sizes(*lists)
@@ -201,6 +204,8 @@ def measures(batch: pa.RecordBatch) -> dict[str, pa.Array]:
     out = {"jaccard": pa.array(np.where(union > 0, _ratio(inter, union), 0.0)),
            "containment": pa.array(np.where(small > 0, _ratio(inter, small), 0.0))}
     for name, column in (("nums", "numbers"), ("names", "names")):
+        if name not in sizes:
+            continue
         inter, la, lb = sizes[name]
         small = np.minimum(la, lb)
         # No numbers (names) on one side is no evidence either way: null, not 0.
@@ -293,7 +298,7 @@ def _linked_in_group(sim_conf: "SimhashConfig"):
         ok = passes(langs, m, sim_conf)
         ea, eb, es = l_rows[ok], r_rows[ok], m["jaccard"][ok]
         members, canonical, via = component_links(ids, ts, ea, eb, es)
-        to_canonical = _measures_of_rows(values, members, canonical)["jaccard"]
+        to_canonical = _measures_of_rows({"shingles": values["shingles"]}, members, canonical)["jaccard"]
         n_edges, n_links = len(ea), len(members)
         return pa.Table.from_arrays(
             [pa.array(np.repeat(np.array([EDGE, LINK], np.int32), [n_edges, n_links])),
@@ -312,8 +317,8 @@ LINKED_EMPTY = LINKED_ARROW.empty_table()
 
 
 def _measures_of_rows(values: dict[str, pa.Array], left: np.ndarray, right: np.ndarray) -> dict[str, np.ndarray]:
-    """`measures` of the pairs (row left[i], row right[i]) of the feature columns (shingles, nums,
-    names), NaN where `similarity` has null."""
+    """`measures` of the pairs (row left[i], row right[i]) of the feature columns given (shingles,
+    and nums and names when given), NaN where `similarity` has null."""
     columns = {}
     for name, column in values.items():
         columns[f"l_{name}"] = column.take(pa.array(left, pa.int64()))
