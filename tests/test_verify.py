@@ -4,7 +4,10 @@ import random
 
 import pytest
 
-from newsdedup.stages.simhash.verify import similarity
+import numpy as np
+import pyarrow as pa
+
+from newsdedup.stages.simhash.verify import _measures_of_rows, similarity
 
 
 def reference(x, y, empty):
@@ -49,6 +52,28 @@ def test_similarity_is_the_set_definition(spark, batch):
         assert r.names == reference(x[3], y[3], None)
     assert got[(7, 7)].jaccard in (0.0, 1.0)
     assert 0 < sum(r.jaccard for r in got.values()) and any(r.numbers is None for r in got.values())
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 10000])
+def test_measures_of_rows_in_chunks_are_the_set_definition(chunk):
+    """A verification group measures its pairs chunk pairs at a time: every pair, in order."""
+    rng = random.Random(11)
+    feats = [features(rng, i) for i in range(40)]
+    left = np.array([rng.randrange(40) for _ in range(150)])
+    right = np.array([rng.randrange(40) for _ in range(150)])
+    values = {"shingles": pa.array([f[1] for f in feats], pa.list_(pa.int32())),
+              "nums": pa.array([f[2] for f in feats], pa.list_(pa.string())),
+              "names": pa.array([f[3] for f in feats], pa.list_(pa.string()))}
+    got = _measures_of_rows(values, left, right, chunk=chunk)
+    assert all(len(v) == len(left) for v in got.values())
+    for i, (a, b) in enumerate(zip(left, right)):
+        x, y = feats[a], feats[b]
+        union = len(set(x[1]) | set(y[1]))
+        assert got["jaccard"][i] == (len(set(x[1]) & set(y[1])) / union if union else 0.0)
+        assert got["containment"][i] == reference(x[1], y[1], 0.0)
+        for name, column in (("numbers", 2), ("names", 3)):
+            want = reference(x[column], y[column], None)
+            assert (np.isnan(got[name][i]) if want is None else got[name][i] == want)
 
 
 def components(pairs):

@@ -316,14 +316,25 @@ LINKED_ARROW = pa.schema([("kind", pa.int32()), ("a", pa.int64()), ("b", pa.int6
 LINKED_EMPTY = LINKED_ARROW.empty_table()
 
 
-def _measures_of_rows(values: dict[str, pa.Array], left: np.ndarray, right: np.ndarray) -> dict[str, np.ndarray]:
+# Pairs measured per call in a verification group. `take` copies both sides' sets for every pair,
+# so a group's pairs at once held several times the group's own features (60,000 synthetic
+# documents, 84,000 pairs: 361 MB over the group's 59 MB); chunks bound the copies to PAIR_CHUNK
+# pairs (62 MB, and faster). lab/newsdedup_lab/bench_verify_memory.py measures it.
+PAIR_CHUNK = 4096
+
+
+def _measures_of_rows(values: dict[str, pa.Array], left: np.ndarray, right: np.ndarray,
+                      chunk: int = PAIR_CHUNK) -> dict[str, np.ndarray]:
     """`measures` of the pairs (row left[i], row right[i]) of the feature columns given (shingles,
-    and nums and names when given), NaN where `similarity` has null."""
-    columns = {}
-    for name, column in values.items():
-        columns[f"l_{name}"] = column.take(pa.array(left, pa.int64()))
-        columns[f"r_{name}"] = column.take(pa.array(right, pa.int64()))
-    return _numpy_measures(pa.RecordBatch.from_pydict(columns))
+    and nums and names when given), NaN where `similarity` has null; chunk pairs at a time."""
+    parts: list[dict[str, np.ndarray]] = []
+    for lo in range(0, max(len(left), 1), max(chunk, 1)):
+        columns = {}
+        for name, column in values.items():
+            columns[f"l_{name}"] = column.take(pa.array(left[lo:lo + chunk], pa.int64()))
+            columns[f"r_{name}"] = column.take(pa.array(right[lo:lo + chunk], pa.int64()))
+        parts.append(_numpy_measures(pa.RecordBatch.from_pydict(columns)))
+    return parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def verified(scored: DataFrame, sim_conf: "SimhashConfig") -> DataFrame:
