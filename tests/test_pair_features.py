@@ -111,10 +111,12 @@ def test_prepare_carries_the_features_pair_features_would_derive(conf, bn_set):
     assert carried > 250
 
 
-def test_carried_features_are_read_and_the_others_derived(spark, conf):
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_carried_features_are_read_and_the_others_derived(spark, conf, broadcast):
     """pair_features given prepare's carried features (shingles as int32 bytes) for part of the
     documents: those are read from it, the rest derived from the text, the same values for all;
-    complete=True reads the text of none."""
+    complete=True reads the text of none. Only the wanted documents' features come back, whether
+    the carried ones are picked by a join or by the ids every worker holds (broadcast)."""
     import numpy as np
 
     rows = corpus()
@@ -128,10 +130,12 @@ def test_carried_features_are_read_and_the_others_derived(spark, conf):
     docs = spark.createDataFrame(rows, "id long, lang string, title string, body string").repartition(2)
     ids = spark.createDataFrame([(r[0],) for r in rows], "id long")
     want = per_document(conf, rows)
-    got = {r.id: (r.shingles, r.nums, r.names) for r in pair_features(docs, ids, conf, carried).collect()}
-    assert got == want
-    # complete: only the carried features, none derived (the documents frame is empty here).
-    even = ids.where("id % 2 = 0")
     got = {r.id: (r.shingles, r.nums, r.names)
-           for r in pair_features(docs.limit(0), even, conf, carried, complete=True).collect()}
-    assert got == {i: v for i, v in want.items() if i % 2 == 0}
+           for r in pair_features(docs, ids, conf, carried, broadcast=broadcast).collect()}
+    assert got == want
+    # complete: only the carried features, none derived (the documents frame is empty here), and
+    # only those of the ids asked for (half of the carried ones).
+    fourth = ids.where("id % 4 = 0")
+    got = {r.id: (r.shingles, r.nums, r.names)
+           for r in pair_features(docs.limit(0), fourth, conf, carried, complete=True, broadcast=broadcast).collect()}
+    assert got == {i: v for i, v in want.items() if i % 4 == 0}

@@ -98,11 +98,16 @@ def pair_features(ctx_docs: DataFrame, ids: DataFrame, conf: "Config", carried: 
     the documents it holds are read from it, the others derived from their text (PairFeatures, an
     Arrow batch at a time). complete: carried holds every document of ids (a first run), so the text
     is not read at all. broadcast: ids are few enough to broadcast, so carried is filtered where it
-    lies (a shuffle join would move every document's features to find those of ids)."""
+    lies (a shuffle join would move every document's features to find those of ids): the carried
+    features by a sorted id array every Python worker holds (`_held`), the text by a broadcast join."""
     wanted = F.broadcast(ids) if broadcast else ids
     if carried is None:
         return _derived(ctx_docs.join(wanted, "id", "left_semi"), conf)
-    have = carried.join(wanted, "id", "left_semi").mapInArrow(_unpacked, FEATURES_SCHEMA)
+    if broadcast:
+        held = _held(ids.select("id"))
+        have = carried.mapInArrow(lambda batches: _unpacked(_kept(batches, held)), FEATURES_SCHEMA)
+    else:
+        have = carried.join(wanted, "id", "left_semi").mapInArrow(_unpacked, FEATURES_SCHEMA)
     if complete:
         return have
     rest = ids.join(carried.select("id"), "id", "left_anti")
@@ -117,6 +122,50 @@ def _derived(docs: DataFrame, conf: "Config") -> DataFrame:
             yield features.batch(batch)
 
     return docs.select("id", "lang", "title", "body").mapInArrow(run, FEATURES_SCHEMA)
+
+
+# ---------------------------------------------------------------- labels every Python worker holds
+
+# Where the candidate documents are few enough (simhash.verify_broadcast_max), their ids and
+# component groups are not broadcast as a Spark join relation: that relation is built in the
+# driver's JVM heap, and at 10M documents the (id, comp, ts) relation of the candidate documents
+# did not fit the default 2g driver (docs/benchmarks-e2e.md). Instead the driver collects them as
+# sorted numpy arrays (8-20 bytes a document), every Python worker loads them once, and rows are
+# filtered and labelled where they lie by binary search.
+
+def _held(frame: DataFrame):
+    """A Spark broadcast of frame's columns as numpy arrays sorted by its id column."""
+    table = frame.toArrow()
+    order = np.argsort(table.column("id").to_numpy(), kind="stable") if table.num_rows else np.zeros(0, np.int64)
+    arrays = {name: np.asarray(table.column(name).to_numpy())[order] for name in table.column_names}
+    return frame.sparkSession.sparkContext.broadcast(arrays)
+
+
+def _rows_in(held: dict[str, np.ndarray], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row in held, found) of each id."""
+    sorted_ids = held["id"]
+    if len(sorted_ids) == 0:
+        return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return at, sorted_ids[at] == ids
+
+
+def _kept(batches: Iterator[pa.RecordBatch], held) -> Iterator[pa.RecordBatch]:
+    """The rows of batches whose id is held."""
+    for batch in batches:
+        _, found = _rows_in(held.value, batch.column("id").to_numpy())
+        yield batch.filter(pa.array(found))
+
+
+def _labelled(batches: Iterator[pa.RecordBatch], held, id_column: str, extra: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """The rows whose id_column is held, with held's `_group` first and its `extra` columns added."""
+    for batch in batches:
+        at, found = _rows_in(held.value, batch.column(id_column).to_numpy())
+        batch, at = batch.filter(pa.array(found)), at[found]
+        columns = {"_group": pa.array(held.value["_group"][at])}
+        columns.update({name: batch.column(name) for name in batch.schema.names})
+        columns.update({name: pa.array(held.value[name][at]) for name in extra})
+        yield pa.RecordBatch.from_pydict(columns)
 
 
 def _unpacked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -256,20 +305,30 @@ def component_edges_and_links(pairs: DataFrame, feats: DataFrame, comps: DataFra
     Components are hashed into ceil(n_docs / verify_group_docs) groups and one cogroup hands each
     group's pairs and features to a task: each document's features cross the network once. The
     joins this replaces moved them once per side and every pair's left set a second time, which at
-    10M documents filled the local disk. broadcast: comps is small enough to broadcast, and the
-    features are labelled where they lie.
+    10M documents filled the local disk. broadcast: comps is small enough for every Python worker
+    to hold (`_held`), and the pairs and features are labelled where they lie.
 
     Returns LINKED_SCHEMA rows: kind EDGE (a, b, score: every verified pair, as `verified` keeps it,
     score its Jaccard) and kind LINK (a: member, b: its canonical, score: their Jaccard, via_id), the
     links `clustering.links_from_edges` makes of those edges with the canonical scored by Jaccard."""
     groups = max(1, -(-n_docs // sim_conf.verify_group_docs))
-    labels = F.broadcast(comps) if broadcast else comps
     group = F.pmod(F.xxhash64("comp"), F.lit(groups)).alias("_group")
-    grouped_pairs = (pairs.join(labels.select(F.col("id").alias("a"), "comp"), "a")
-                     .select(group, "a", "b", "lang").groupBy("_group"))
-    grouped_feats = (feats.join(labels, "id").select(group, "id", "ts", "shingles", "nums", "names")
-                     .groupBy("_group"))
-    return grouped_pairs.cogroup(grouped_feats).applyInArrow(_linked_in_group(sim_conf), LINKED_SCHEMA)
+    pairs, feats = pairs.select("a", "b", "lang"), feats.select("id", "shingles", "nums", "names")
+    if broadcast:
+        held = _held(comps.select("id", group, "ts"))
+        labelled_pairs = pairs.mapInArrow(lambda batches: _labelled(batches, held, "a", ()),
+                                          T.StructType([GROUP_FIELD, *pairs.schema.fields]))
+        labelled_feats = feats.mapInArrow(lambda batches: _labelled(batches, held, "id", ("ts",)),
+                                          T.StructType([GROUP_FIELD, *feats.schema.fields,
+                                                        T.StructField("ts", T.LongType())]))
+    else:
+        labelled_pairs = pairs.join(comps.select(F.col("id").alias("a"), "comp"), "a").select(group, "a", "b", "lang")
+        labelled_feats = feats.join(comps, "id").select(group, "id", "shingles", "nums", "names", "ts")
+    return (labelled_pairs.groupBy("_group").cogroup(labelled_feats.groupBy("_group"))
+            .applyInArrow(_linked_in_group(sim_conf), LINKED_SCHEMA))
+
+
+GROUP_FIELD = T.StructField("_group", T.LongType())
 
 
 def _linked_in_group(sim_conf: "SimhashConfig"):
