@@ -212,7 +212,7 @@ class SimhashConfig:
     # Verification inside candidate components (verify.component_edges_and_links): documents per
     # group (one cogroup call), and the largest component handled in one task (larger ones: joins).
     verify_group_docs: int = 20000
-    local_component_max: int = 200000
+    local_component_max: int = 10_000_000
     # Up to this many documents in candidate pairs, their ids and component labels are broadcast:
     # the features are picked out where they lie instead of shuffled to a join.
     verify_broadcast_max: int = 10_000_000

@@ -338,8 +338,11 @@ def _linked_in_group(sim_conf: "SimhashConfig"):
     def run(pairs: pa.Table, feats: pa.Table) -> pa.Table:
         if pairs.num_rows == 0 or feats.num_rows == 0:     # a group with no pair, or no pair's features
             return LINKED_EMPTY
-        pairs, feats = pairs.combine_chunks(), feats.combine_chunks()
-        ids, ts = feats.column("id").to_numpy(), feats.column("ts").to_numpy()
+        # The features stay in the chunks they came in (a contiguous copy would double the largest
+        # group's memory); `_measures_of_rows` takes each chunk of pairs' rows from them.
+        pairs = pairs.combine_chunks()
+        ids = feats.column("id").to_numpy()
+        ts = feats.column("ts").to_numpy()
         order = np.argsort(ids, kind="stable")
         sorted_ids = ids[order]
 
@@ -351,8 +354,10 @@ def _linked_in_group(sim_conf: "SimhashConfig"):
         (l_rows, l_found), (r_rows, r_found) = rows_of("a"), rows_of("b")
         both = l_found & r_found
         l_rows, r_rows = l_rows[both], r_rows[both]
-        langs = np.asarray(pairs.column("lang").to_pylist(), object)[both]
-        values = {name: feats.column(name).chunk(0) for name in ("shingles", "nums", "names")}   # one chunk each
+        coded = pairs.column("lang").combine_chunks().dictionary_encode()   # a few languages, not a str a pair
+        langs = np.asarray(coded.dictionary.to_pylist() + [None], object)[
+            coded.indices.fill_null(len(coded.dictionary)).to_numpy()][both]
+        values = {name: feats.column(name) for name in ("shingles", "nums", "names")}
         m = _measures_of_rows(values, l_rows, r_rows)
         ok = passes(langs, m, sim_conf)
         ea, eb, es = l_rows[ok], r_rows[ok], m["jaccard"][ok]
@@ -382,16 +387,21 @@ LINKED_EMPTY = LINKED_ARROW.empty_table()
 PAIR_CHUNK = 4096
 
 
-def _measures_of_rows(values: dict[str, pa.Array], left: np.ndarray, right: np.ndarray,
+def _measures_of_rows(values: dict[str, pa.Array | pa.ChunkedArray], left: np.ndarray, right: np.ndarray,
                       chunk: int = PAIR_CHUNK) -> dict[str, np.ndarray]:
     """`measures` of the pairs (row left[i], row right[i]) of the feature columns given (shingles,
     and nums and names when given), NaN where `similarity` has null; chunk pairs at a time."""
+
+    def rows(column, at: np.ndarray) -> pa.Array:
+        taken = column.take(pa.array(at, pa.int64()))
+        return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+
     parts: list[dict[str, np.ndarray]] = []
     for lo in range(0, max(len(left), 1), max(chunk, 1)):
         columns = {}
         for name, column in values.items():
-            columns[f"l_{name}"] = column.take(pa.array(left[lo:lo + chunk], pa.int64()))
-            columns[f"r_{name}"] = column.take(pa.array(right[lo:lo + chunk], pa.int64()))
+            columns[f"l_{name}"] = rows(column, left[lo:lo + chunk])
+            columns[f"r_{name}"] = rows(column, right[lo:lo + chunk])
         parts.append(_numpy_measures(pa.RecordBatch.from_pydict(columns)))
     return parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
