@@ -54,9 +54,10 @@ def test_similarity_is_the_set_definition(spark, batch):
     assert 0 < sum(r.jaccard for r in got.values()) and any(r.numbers is None for r in got.values())
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 10000])
-def test_measures_of_rows_in_chunks_are_the_set_definition(chunk):
-    """A verification group measures its pairs chunk pairs at a time: every pair, in order."""
+@pytest.mark.parametrize("chunk, column_chunks", [(1, 1), (7, 1), (10000, 1), (7, 3), (10000, 4)])
+def test_measures_of_rows_in_chunks_are_the_set_definition(chunk, column_chunks):
+    """A verification group measures its pairs chunk pairs at a time: every pair, in order, whether
+    the feature columns are one array or arrive in several chunks."""
     rng = random.Random(11)
     feats = [features(rng, i) for i in range(40)]
     left = np.array([rng.randrange(40) for _ in range(150)])
@@ -64,6 +65,11 @@ def test_measures_of_rows_in_chunks_are_the_set_definition(chunk):
     values = {"shingles": pa.array([f[1] for f in feats], pa.list_(pa.int32())),
               "nums": pa.array([f[2] for f in feats], pa.list_(pa.string())),
               "names": pa.array([f[3] for f in feats], pa.list_(pa.string()))}
+    if column_chunks > 1:
+        cuts = [0, 3, 17, 18, 40][:column_chunks] + [40]
+        values = {k: pa.chunked_array([v.slice(lo, hi - lo) for lo, hi in zip(cuts[:-1], cuts[1:])])
+                  for k, v in values.items()}
+        assert values["shingles"].num_chunks == column_chunks
     got = _measures_of_rows(values, left, right, chunk=chunk)
     assert all(len(v) == len(left) for v in got.values())
     for i, (a, b) in enumerate(zip(left, right)):

@@ -392,16 +392,31 @@ def _measures_of_rows(values: dict[str, pa.Array | pa.ChunkedArray], left: np.nd
     """`measures` of the pairs (row left[i], row right[i]) of the feature columns given (shingles,
     and nums and names when given), NaN where `similarity` has null; chunk pairs at a time."""
 
-    def rows(column, at: np.ndarray) -> pa.Array:
-        taken = column.take(pa.array(at, pa.int64()))
-        return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+    starts = {name: np.cumsum([0] + [len(c) for c in column.chunks]) for name, column in values.items()
+              if isinstance(column, pa.ChunkedArray)}
+
+    def rows(name: str, at: np.ndarray) -> pa.Array:
+        column = values[name]
+        if not isinstance(column, pa.ChunkedArray):
+            return column.take(pa.array(at, pa.int64()))
+        # pyarrow's take on a chunked column concatenates every chunk first (a copy of the whole
+        # column per call): take from each chunk the rows it holds, then put them back in order.
+        chunk_of = np.searchsorted(starts[name], at, side="right") - 1
+        order = np.argsort(chunk_of, kind="stable")
+        bounds = np.searchsorted(chunk_of[order], np.arange(column.num_chunks + 1))
+        parts = [column.chunk(c).take(pa.array(at[order[lo:hi]] - starts[name][c], pa.int64()))
+                 for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])) if hi > lo]
+        gathered = pa.concat_arrays(parts) if parts else pa.array([], column.type)
+        back = np.empty(len(order), np.int64)
+        back[order] = np.arange(len(order))
+        return gathered.take(pa.array(back))
 
     parts: list[dict[str, np.ndarray]] = []
     for lo in range(0, max(len(left), 1), max(chunk, 1)):
         columns = {}
-        for name, column in values.items():
-            columns[f"l_{name}"] = rows(column, left[lo:lo + chunk])
-            columns[f"r_{name}"] = rows(column, right[lo:lo + chunk])
+        for name in values:
+            columns[f"l_{name}"] = rows(name, left[lo:lo + chunk])
+            columns[f"r_{name}"] = rows(name, right[lo:lo + chunk])
         parts.append(_numpy_measures(pa.RecordBatch.from_pydict(columns)))
     return parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
