@@ -141,9 +141,8 @@ def _held(frame: DataFrame):
     return frame.sparkSession.sparkContext.broadcast(arrays)
 
 
-def _rows_in(held: dict[str, np.ndarray], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row in held, found) of each id."""
-    sorted_ids = held["id"]
+def _rows_in(sorted_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row in sorted_ids, clipped; found) of each id."""
     if len(sorted_ids) == 0:
         return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
     at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
@@ -153,14 +152,14 @@ def _rows_in(held: dict[str, np.ndarray], ids: np.ndarray) -> tuple[np.ndarray, 
 def _kept(batches: Iterator[pa.RecordBatch], held) -> Iterator[pa.RecordBatch]:
     """The rows of batches whose id is held."""
     for batch in batches:
-        _, found = _rows_in(held.value, batch.column("id").to_numpy())
+        _, found = _rows_in(held.value["id"], batch.column("id").to_numpy())
         yield batch.filter(pa.array(found))
 
 
 def _labelled(batches: Iterator[pa.RecordBatch], held, id_column: str, extra: Sequence[str]) -> Iterator[pa.RecordBatch]:
     """The rows whose id_column is held, with held's `_group` first and its `extra` columns added."""
     for batch in batches:
-        at, found = _rows_in(held.value, batch.column(id_column).to_numpy())
+        at, found = _rows_in(held.value["id"], batch.column(id_column).to_numpy())
         batch, at = batch.filter(pa.array(found)), at[found]
         columns = {"_group": pa.array(held.value["_group"][at])}
         columns.update({name: batch.column(name) for name in batch.schema.names})
@@ -347,9 +346,8 @@ def _linked_in_group(sim_conf: "SimhashConfig"):
         sorted_ids = ids[order]
 
         def rows_of(column: str) -> tuple[np.ndarray, np.ndarray]:
-            wanted = pairs.column(column).to_numpy()
-            at = np.minimum(np.searchsorted(sorted_ids, wanted), len(ids) - 1)
-            return order[at], sorted_ids[at] == wanted
+            at, found = _rows_in(sorted_ids, pairs.column(column).to_numpy())
+            return order[at], found
 
         (l_rows, l_found), (r_rows, r_found) = rows_of("a"), rows_of("b")
         both = l_found & r_found
