@@ -4,7 +4,8 @@ The definition: every document is one row per Manku table (key = its fingerprint
 one per MinHash band (key = the band hash), within its language; rows sharing (lang, found_by, slot, key)
 form a bucket, sorted by (fingerprint, id) and cut into chunks of max_band_bucket; every two rows of a
 chunk are a candidate. Table pairs must lie within max_hamming bits and count only in the first table
-they share; MinHash pairs within max_hamming bits are left to the tables and the rest are kept once.
+they share; MinHash pairs within max_hamming bits are left to the tables, those more than
+minhash_max_hamming bits apart are dropped (the SimHash gate), and the rest are kept once.
 """
 
 import random
@@ -19,7 +20,7 @@ from newsdedup.stages.simhash.candidates import (MINHASH, TABLES, bucket_pairs, 
                                                  table_masks)
 
 
-def reference(rows, sim_conf, found_by):
+def reference(rows, sim_conf, found_by, gate=True):
     buckets = defaultdict(list)
     for doc_id, lang, fp, bands in rows:
         lang = lang or "default"
@@ -47,6 +48,8 @@ def reference(rows, sim_conf, found_by):
                                                                   if xor & m == 0) == slot):
                     continue
                 if search == MINHASH and within and TABLES in found_by:
+                    continue
+                if search == MINHASH and gate and dist > spec.minhash_max_hamming:
                     continue
                 canon = lang if lang in sim_conf.languages else "default"
                 pairs.add((min(ia, ib), max(ia, ib), canon, search, dist))
@@ -78,7 +81,11 @@ def corpus(seed, n=400):
 
 @pytest.mark.parametrize("found_by", [(TABLES, MINHASH), (MINHASH,)])
 def test_scan_finds_exactly_the_defined_pairs_and_split_rows(spark, found_by):
-    sim_conf = load_config(overrides={"simhash": {"max_band_bucket": 7, "minhash_bands": 5}}).simhash
+    # A gate of 20 bits: the planted neighbours (up to 12 flipped bits) pass it, most of the crowd's
+    # unrelated fingerprints (about 32 bits apart) do not.
+    gate = {lang: {"minhash_max_hamming": 20} for lang in ("en", "bn", "default")}
+    sim_conf = load_config(overrides={"simhash": {"max_band_bucket": 7, "minhash_bands": 5,
+                                                  "languages": gate}}).simhash
     rows = corpus(3)
     docs = spark.createDataFrame(rows, "id long, lang string, simhash_w long, mh_bands array<long>")
     # Tiny Arrow batches: buckets straddle batch boundaries, which the scan must carry across.
@@ -92,6 +99,8 @@ def test_scan_finds_exactly_the_defined_pairs_and_split_rows(spark, found_by):
     want, want_split = reference(rows, sim_conf, found_by)
     assert len(got) == pairs.count()               # no pair twice
     assert got == want
+    ungated, _ = reference(rows, sim_conf, found_by, gate=False)
+    assert len(ungated - want) > 20 and all(d > 20 for *_, d in ungated - want)   # the gate removed pairs
     assert got_split == want_split and len(want_split) > 7
     assert {p for *_, p, _ in want} >= set(found_by)  # every search found something
 
@@ -105,7 +114,8 @@ def test_bucket_pairs_keeps_a_table_pair_in_its_first_table_only():
         if (fp_a ^ fp_b) & int(masks[0, slot]) == 0:
             out = bucket_pairs(np.zeros(2, np.int64), np.zeros(2, np.int32), np.full(2, slot, np.int32),
                                np.zeros(2, np.int32), np.array([fp_b, fp_a], np.int64), np.array([9, 4], np.int64),
-                               np.array([3], np.int64), masks, np.array([masks.shape[1]], np.int64), 100, True)
+                               np.array([3], np.int64), masks, np.array([masks.shape[1]], np.int64),
+                               np.array([64], np.int64), 100, True)
             got += [(int(a), int(b), int(d), slot) for a, b, d in zip(out[0], out[1], out[4])]
     assert got == [(4, 9, 1, 0)]
 

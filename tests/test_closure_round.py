@@ -1,8 +1,8 @@
 """A closure round (incremental.round_hits) reaches exactly what the batch's candidate rule pairs.
 
 Pure numpy and Arrow, no Spark: a frontier and a batch of stored keys with planted relations (a
-fingerprint a few bits away, one MinHash band in common, the same URL or text, another language,
-a document already in the closure) against stages.simhash.live.batch_pairs, the rule the batch
+fingerprint a few bits away, one MinHash band in common with a fingerprint inside or just outside
+the SimHash gate, the same URL or text, another language, a document already in the closure) against stages.simhash.live.batch_pairs, the rule the batch
 and the live lookup share, applied to every pair. candidates.code_rows is checked against the
 per-document bucket_codes the same way.
 """
@@ -19,6 +19,7 @@ from newsdedup.stages.simhash.candidates import bucket_codes, code_rows
 from newsdedup.stages.simhash.live import batch_pairs
 
 SIM = load_config().simhash
+KINDS = ("near", "far", "band", "band_gated", "url", "text", "other_lang", "none")
 SCHEMA = pa.schema([("id", pa.int64()), ("url_hash", pa.string()), ("content_hash", pa.string()),
                     ("lang", pa.string()), ("simhash_w", pa.int64()), ("mh_bands", pa.list_(pa.int64()))])
 
@@ -44,15 +45,18 @@ def corpus(seed: int):
     stored, next_id = [], 1000
     for f in frontier:
         max_h = SIM.language(f["lang"]).max_hamming
-        for kind in ("near", "far", "band", "url", "text", "other_lang", "none"):
+        for kind in KINDS:
             d = doc(next_id, f["lang"])
             next_id += 1
             if kind in ("near", "far"):   # within max_hamming bits, or one bit too many
                 k = max_h if kind == "near" else max_h + 1
                 d["simhash_w"] = flipped(f["simhash_w"], rng.choice(64, k, replace=False).tolist())
-            elif kind in ("band", "other_lang"):
+            elif kind in ("band", "band_gated", "other_lang"):
                 j = int(rng.integers(n_bands))
                 d["mh_bands"][j] = f["mh_bands"][j]
+                # At the gate, or one bit past it (a band collision of unrelated texts).
+                gate = SIM.language(f["lang"]).minhash_max_hamming + (kind == "band_gated")
+                d["simhash_w"] = flipped(f["simhash_w"], rng.choice(64, gate, replace=False).tolist())
                 if kind == "other_lang":
                     d["lang"] = "bn" if f["lang"] == "en" else "en"
             elif kind == "url":
@@ -91,7 +95,7 @@ def test_a_round_pairs_what_the_batch_pairs_and_joins_the_keys(seed):
                 and batch_pairs(f["lang"], f["simhash_w"], f["mh_bands"], d["lang"], d["simhash_w"],
                                 d["mh_bands"], SIM)}
     assert pairs == expected
-    kinds = {d["id"]: k for d, k in zip(stored, ["near", "far", "band", "url", "text", "other_lang", "none"] * 40)}
+    kinds = {d["id"]: k for d, k in zip(stored, list(KINDS) * 40)}
     assert {kinds[b] for _, b in pairs if b in kinds} == {"near", "band"}
 
     keyed = {h["b"] for h in hits if h["kind"] == KEY}

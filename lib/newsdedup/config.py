@@ -183,6 +183,10 @@ class LanguageSpec:
     ngram: int
     max_hamming: int                      # stage-3 candidates: simhash_w within this many bits
     min_features: int = 1
+    # A MinHash band candidate is kept only when its two simhash_w lie within this many bits
+    # (64: every band candidate). Both fingerprints are over the verification's shingle set, so a
+    # pair far apart in SimHash is far apart in the set (docs/stage3.md, "The SimHash gate").
+    minhash_max_hamming: int = 64
     # Generalised Manku tables over simhash_w: `blocks` blocks, a table per choice of
     # blocks - max_hamming of them (docs/stage3.md has the arithmetic).
     blocks: int = 5
@@ -240,6 +244,8 @@ class SimhashConfig:
             # keyed on no bits at all (every pair a candidate).
             _check(0 <= spec.max_hamming <= spec.blocks - 1, f"{sub}.max_hamming", spec.max_hamming,
                    f"between 0 and blocks-1={spec.blocks - 1}, otherwise the band join misses pairs")
+            _check(spec.max_hamming <= spec.minhash_max_hamming <= 64, f"{sub}.minhash_max_hamming",
+                   spec.minhash_max_hamming, f"between max_hamming={spec.max_hamming} and 64 (64: no gate)")
             for name in ("jaccard", "containment", "numbers_overlap", "names_overlap"):
                 value = getattr(spec, name)
                 _check(0.0 <= value <= 1.0, f"{sub}.{name}", value, "a share between 0 and 1")

@@ -27,8 +27,8 @@ Why the closure is exact
 Every relation the cascade reads is a property of a PAIR of documents,
 whatever else the archive holds: same url_hash (stage 1); same content_hash
 (stage 2); stage 3's "candidate and verified" (same language, within
-max_hamming bits of simhash_w on a Manku table or sharing a MinHash band, and
-passing verify's thresholds); stage 4's "same model, within the window, cosine
+max_hamming bits of simhash_w on a Manku table, or sharing a MinHash band within
+minhash_max_hamming bits, and passing verify's thresholds); stage 4's "same model, within the window, cosine
 >= threshold, evidence agrees". Call R their union. What a full run links a
 document to depends only on its connected component under R: the exact
 groups, the stage-3 clusters and stage 4's earliest-canonical groups all lie
@@ -42,7 +42,8 @@ only costs time): it follows
 
 - url_hash and content_hash equal to a frontier document's (key joins);
 - a stage-3 bucket shared with a frontier document (candidates.code_rows: a Manku table
-  within max_hamming bits, or a MinHash band, in the same language) and the pair verified as
+  within max_hamming bits, or a MinHash band within minhash_max_hamming bits, in the same
+  language) and the pair verified as
   stage 3 verifies it (verify.py; the text is read for those pairs' documents only): R's
   stage-3 pairs themselves;
 - with stage 4 on, a stored vector of the configured model_version within
@@ -350,6 +351,7 @@ class FrontierIndex:
     code_table: np.ndarray   # whether each code is a Manku table's (then max_hamming applies)
     code_set: pa.Array       # the codes again, as Arrow hashes them for each batch's first lookup
     max_hamming: np.ndarray  # the language's max_hamming, by frontier row
+    minhash_max: np.ndarray  # the language's minhash_max_hamming (the SimHash gate on band codes), by frontier row
     urls: pa.Array           # distinct url_hash
     contents: pa.Array       # distinct content_hash
     affected: np.ndarray     # sorted ids already in the closure: no pair to them needs verifying
@@ -365,6 +367,7 @@ class FrontierIndex:
                    fps=np.asarray(keys["simhash_w"].fill_null(0).to_numpy(), np.int64).view(np.uint64),
                    codes=code[order], code_row=row[order], code_table=table[order], code_set=pa.array(code),
                    max_hamming=np.array([sim_conf.language(x).max_hamming for x in names], np.int64),
+                   minhash_max=np.array([sim_conf.language(x).minhash_max_hamming for x in names], np.int64),
                    urls=pc.unique(keys["url_hash"].combine_chunks().drop_null()),
                    contents=pc.unique(keys["content_hash"].combine_chunks().drop_null()), affected=affected)
 
@@ -378,8 +381,9 @@ def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashCo
 
     - KEY: b shares a url_hash or content_hash with a frontier document (stages 1 and 2 group them);
     - PAIR: (a, b) is a stage-3 candidate pair, a in the frontier and b not yet in the closure: they
-      share a bucket code, the same language, and on a Manku table are within max_hamming bits
-      (the batch's candidate rule); the pair is still to be verified.
+      share a bucket code, the same language, and are within max_hamming bits on a Manku table or
+      minhash_max_hamming bits on a MinHash band (the batch's candidate rule); the pair is still to be
+      verified.
     """
     ids = batch.column("id").to_numpy()
     key_hit = np.zeros(len(ids), bool)
@@ -399,8 +403,9 @@ def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashCo
     a_row = index.code_row[at]
     names = _names(batch.column("lang"))
     fps = np.asarray(batch.column("simhash_w").fill_null(0).to_numpy(), np.int64).view(np.uint64)
-    close = np.bitwise_count(index.fps[a_row] ^ fps[b_row]) <= index.max_hamming[a_row]
-    keep = ((index.names[a_row] == names[b_row]) & (~index.code_table[at] | close)
+    dist = np.bitwise_count(index.fps[a_row] ^ fps[b_row])
+    close = np.where(index.code_table[at], index.max_hamming[a_row], index.minhash_max[a_row]) >= dist
+    keep = ((index.names[a_row] == names[b_row]) & close
             & (index.ids[a_row] != ids[b_row]) & ~np.isin(ids[b_row], index.affected))
     a, b, lang = index.ids[a_row[keep]], ids[b_row[keep]], index.names[a_row[keep]]
     keys_b = ids[key_hit]

@@ -14,7 +14,10 @@ the search (TABLES or MINHASH); slot is the table's or the band's index.
   where the pair is formed: no table pair is ever de-duplicated by a shuffle).
 - MINHASH, b x r MinHash bands over the same shingle set: pairs with Jaccard J
   meet with probability 1 - (1 - J^r)^b. Pairs the tables already have (within k
-  bits) are dropped before the remaining MinHash pairs are de-duplicated.
+  bits) are dropped before the remaining MinHash pairs are de-duplicated, and so
+  are pairs whose simhash_w lie more than the language's minhash_max_hamming bits
+  apart (the SimHash gate: one comparison where the pair is formed; band
+  collisions of unrelated documents, which grow with the corpus, mostly fall there).
 
 The buckets are formed without a self-join: the rows are shuffled once by
 bucket, sorted, and a compiled scan (`bucket_pairs`) walks each partition and
@@ -210,17 +213,17 @@ def _with_room(a, used, need):
 
 
 @njit(cache=True)
-def bucket_pairs(bucket, found_by, slot, lang_code, fp, ids, max_hamming, masks, n_masks, max_bucket, with_tables):
+def bucket_pairs(bucket, found_by, slot, lang_code, fp, ids, max_hamming, masks, n_masks, minhash_max, max_bucket,
+                 with_tables):
     """Candidate pairs of rows sorted by (bucket, found_by, slot, fp, id); a bucket is a run of equal
     (bucket, found_by, slot).
 
     Inside a bucket every two rows of the same chunk (max_bucket consecutive rows) pair up:
     - TABLES: kept when within max_hamming bits and `slot` is the first table whose key bits they
       share (masks[lang_code, :n_masks[lang_code]]), so each such pair comes out of exactly one table;
-    - MINHASH: kept unless within max_hamming bits while the tables run too (with_tables: the tables
-      have it);
-      the same pair may still come out of several bands.
-    lang_code: the row's language index (language_codes) into max_hamming / masks / n_masks.
+    - MINHASH: kept when within minhash_max[lang_code] bits, unless within max_hamming bits while the
+      tables run too (with_tables: the tables have it); the same pair may still come out of several bands.
+    lang_code: the row's language index (language_codes) into max_hamming / masks / n_masks / minhash_max.
     Returns (a, b, lang_code, found_by, distance) of the pairs (a < b) and the ids (with their found_by) of rows in
     buckets over max_bucket.
     """
@@ -267,7 +270,7 @@ def bucket_pairs(bucket, found_by, slot, lang_code, fp, ids, max_hamming, masks,
                                 break
                         if first != slot[i]:
                             continue
-                    elif within and with_tables:
+                    elif (within and with_tables) or dist > minhash_max[lang]:
                         continue
                     a_out = _with_room(a_out, k, k + 1)
                     b_out = _with_room(b_out, k, k + 1)
@@ -298,15 +301,15 @@ def language_codes(sim_conf: "SimhashConfig") -> list[str]:
     return ["default", *sorted(n for n in sim_conf.languages if n != "default")]
 
 
-def _language_tables(sim_conf: "SimhashConfig") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """max_hamming, masks (padded), mask count per language code."""
+def _language_tables(sim_conf: "SimhashConfig") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """max_hamming, masks (padded), mask count, minhash_max_hamming per language code."""
     specs = [sim_conf.languages[name] for name in language_codes(sim_conf)]
     tables = [table_masks(s.blocks, s.max_hamming) for s in specs]
     masks = np.zeros((len(specs), max(len(t) for t in tables)), np.int64)
     for i, t in enumerate(tables):
         masks[i, :len(t)] = t
     return (np.array([s.max_hamming for s in specs], np.int64), masks,
-            np.array([len(t) for t in tables], np.int64))
+            np.array([len(t) for t in tables], np.int64), np.array([s.minhash_max_hamming for s in specs], np.int64))
 
 
 PAIR_SCHEMA = "a long, b long, lang_code int, found_by int, distance int, split boolean"
@@ -316,13 +319,14 @@ def _scan(sim_conf: "SimhashConfig", with_tables: bool):
     """mapInArrow function: the pairs of every bucket of a partition sorted by (bucket, found_by, slot, fp, id).
 
     Arrow batches cut a partition anywhere, so the last bucket of a batch is carried into the next."""
-    max_hamming, masks, n_masks = _language_tables(sim_conf)
+    max_hamming, masks, n_masks, minhash_max = _language_tables(sim_conf)
     names = ("bucket", "found_by", "slot", "lang_code", "fp", "id")
 
     def pairs_of(cols: dict[str, np.ndarray]) -> pa.RecordBatch:
         a, b, c, p, d, sid, s_found_by = bucket_pairs(cols["bucket"], cols["found_by"], cols["slot"],
                                                       cols["lang_code"], cols["fp"], cols["id"], max_hamming,
-                                                      masks, n_masks, sim_conf.max_band_bucket, with_tables)
+                                                      masks, n_masks, minhash_max, sim_conf.max_band_bucket,
+                                                      with_tables)
         return pa.RecordBatch.from_pydict({
             "a": np.concatenate((a, sid)), "b": np.concatenate((b, np.full(len(sid), -1, np.int64))),
             "lang_code": np.concatenate((c, np.zeros(len(sid), np.int32))),

@@ -12,7 +12,8 @@ What Postgres holds for stage 3 (documents columns, written by the documents COP
 
 A probe's candidates are the stored documents (and the batch's earlier probes) of its language
 that share a code with it and that the batch would pair: simhash_w within the language's
-max_hamming bits (the tables), or the same value at the same MinHash band index. Each candidate
+max_hamming bits (the tables), or the same value at the same MinHash band index with simhash_w
+within minhash_max_hamming bits (the MinHash bands behind the SimHash gate). Each candidate
 is verified with verify.measures and verify.passes, the batch's own arithmetic and thresholds.
 Of the verified candidates, those an earlier stage suppressed drop out, one linked at stage 3
 stands for its canonical, and the probe links to the earliest canonical it reaches, scored by
@@ -51,12 +52,14 @@ STORED = ("sim_buckets", "shingles", "nums", "names")
 def batch_pairs(lang_a: str | None, fp_a: int, bands_a: Sequence[int] | None,
                 lang_b: str | None, fp_b: int, bands_b: Sequence[int] | None, sim_conf: "SimhashConfig") -> bool:
     """Whether the batch makes these two documents a candidate pair: same language, and simhash_w
-    within max_hamming bits or one MinHash band equal at the same index."""
+    within max_hamming bits, or one MinHash band equal at the same index with simhash_w within
+    minhash_max_hamming bits (the SimHash gate)."""
     if lang_a != lang_b:
         return False
-    if hamming(fp_a, fp_b) <= sim_conf.language(lang_a).max_hamming:
+    spec, dist = sim_conf.language(lang_a), hamming(fp_a, fp_b)
+    if dist <= spec.max_hamming:
         return True
-    return any(x == y for x, y in zip(bands_a or (), bands_b or ()))
+    return dist <= spec.minhash_max_hamming and any(x == y for x, y in zip(bands_a or (), bands_b or ()))
 
 
 def stored_values(features: Features, codes: list[int]) -> dict[str, Any]:
