@@ -222,7 +222,7 @@ class SimhashConfig:
     verify_broadcast_max: int = 10_000_000
     # Up to this many candidate pairs, their connected components are found on the driver
     # (clustering.candidate_components: ~110 bytes a pair at peak).
-    driver_components_max: int = 20_000_000
+    driver_components_max: int = 40_000_000
 
     languages: dict[str, LanguageSpec] = field(default_factory=dict)
 
