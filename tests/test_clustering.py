@@ -1,9 +1,11 @@
 """Connected components (large-star / small-star) and the links they produce."""
 
+import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
 from newsdedup import clustering
+from newsdedup.clustering import rows_in
 
 
 def _vertices(spark, ids, rank=lambda i: i):
@@ -91,3 +93,13 @@ def test_candidate_components_on_the_driver_and_by_rounds(spark, driver_max):
     for r in comps:
         groups.setdefault(r.comp, set()).add(r.id)
     assert sorted(map(sorted, groups.values())) == [[1, 2, 3, 4], [10, 11], [20, 21, 22], [30, 40]]
+
+
+def test_rows_in_finds_each_id_in_a_sorted_array_and_says_which_are_missing():
+    sorted_ids = np.array([3, 7, 9], np.int64)
+    at, found = rows_in(sorted_ids, np.array([9, 2, 7, 10, 3], np.int64))
+    assert found.tolist() == [True, False, True, False, True]
+    assert at[found].tolist() == [2, 1, 0]
+    assert at.max() < len(sorted_ids)                      # ids past the end still index a row
+    at, found = rows_in(np.zeros(0, np.int64), np.array([1, 2], np.int64))
+    assert found.tolist() == [False, False] and at.tolist() == [0, 0]

@@ -190,6 +190,15 @@ def candidate_components(pairs: DataFrame, vertices: DataFrame, max_iterations: 
     return pairs.sparkSession.createDataFrame(labelled)
 
 
+def rows_in(sorted_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each id's row in sorted_ids, clipped to the last row; whether it is there). The one lookup of
+    ids in a sorted id array that stage 3's held labels and the incremental run's components share."""
+    if len(sorted_ids) == 0:
+        return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return at, sorted_ids[at] == ids
+
+
 def component_labels(ids: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The smallest id of each vertex's connected component, by ids' order.
 

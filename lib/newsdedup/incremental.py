@@ -123,7 +123,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from .clustering import component_labels, cut_lineage
+from .clustering import component_labels, cut_lineage, rows_in
 from .io import store
 from .stages.simhash.candidates import code_rows
 from .stages.simhash.verify import pair_features, similarity, verified
@@ -249,14 +249,9 @@ class Components:
         by_component = np.argsort(comp, kind="stable")
         return cls(ids, comp, settled, by_component, comp[by_component])
 
-    def _rows_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(each id's row in self.ids, clipped; whether it is there)."""
-        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        return at, self.ids[at] == ids
-
     def covers(self, ids: np.ndarray) -> bool:
         """Whether every one of ids has a component."""
-        return bool(self._rows_of(ids)[1].all()) if len(self.ids) else not len(ids)
+        return bool(rows_in(self.ids, ids)[1].all()) if len(self.ids) else not len(ids)
 
     def expand(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(every member of the components of ids, and ids themselves; those of them that need a pass
@@ -264,7 +259,7 @@ class Components:
         ids = np.asarray(ids, np.int64)
         if not len(self.ids) or not len(ids):
             return ids, ids
-        at, known = self._rows_of(ids)
+        at, known = rows_in(self.ids, ids)
         comps = np.unique(self.component[at[known]])
         lo = np.searchsorted(self.sorted_components, comps, "left")
         rows = self.by_component[_spans(lo, np.searchsorted(self.sorted_components, comps, "right") - lo)]

@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ...clustering import component_links
+from ...clustering import component_links, rows_in
 from ..content import ContentKeys
 from .candidates import per_language
 from .kernels import KIND_CODES, shingle_sets
@@ -141,25 +141,17 @@ def _held(frame: DataFrame):
     return frame.sparkSession.sparkContext.broadcast(arrays)
 
 
-def _rows_in(sorted_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row in sorted_ids, clipped; found) of each id."""
-    if len(sorted_ids) == 0:
-        return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
-    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
-    return at, sorted_ids[at] == ids
-
-
 def _kept(batches: Iterator[pa.RecordBatch], held) -> Iterator[pa.RecordBatch]:
     """The rows of batches whose id is held."""
     for batch in batches:
-        _, found = _rows_in(held.value["id"], batch.column("id").to_numpy())
+        _, found = rows_in(held.value["id"], batch.column("id").to_numpy())
         yield batch.filter(pa.array(found))
 
 
 def _labelled(batches: Iterator[pa.RecordBatch], held, id_column: str, extra: Sequence[str]) -> Iterator[pa.RecordBatch]:
     """The rows whose id_column is held, with held's `_group` first and its `extra` columns added."""
     for batch in batches:
-        at, found = _rows_in(held.value["id"], batch.column(id_column).to_numpy())
+        at, found = rows_in(held.value["id"], batch.column(id_column).to_numpy())
         batch, at = batch.filter(pa.array(found)), at[found]
         columns = {"_group": pa.array(held.value["_group"][at])}
         columns.update({name: batch.column(name) for name in batch.schema.names})
@@ -346,7 +338,7 @@ def _linked_in_group(sim_conf: "SimhashConfig"):
         sorted_ids = ids[order]
 
         def rows_of(column: str) -> tuple[np.ndarray, np.ndarray]:
-            at, found = _rows_in(sorted_ids, pairs.column(column).to_numpy())
+            at, found = rows_in(sorted_ids, pairs.column(column).to_numpy())
             return order[at], found
 
         (l_rows, l_found), (r_rows, r_found) = rows_of("a"), rows_of("b")
