@@ -13,7 +13,7 @@ What Postgres holds for stage 3 (documents columns, written by the documents COP
 A probe's candidates are the stored documents (and the batch's earlier probes) of its language
 that share a code with it and that the batch would pair: simhash_w within the language's
 max_hamming bits (the tables), or the same value at the same MinHash band index with simhash_w
-within minhash_max_hamming bits (the MinHash bands behind the SimHash gate). Each candidate
+within minhash_max_hamming bits (the bands behind the SimHash gate). Each candidate
 is verified with verify.measures and verify.passes, the batch's own arithmetic and thresholds.
 Of the verified candidates, those an earlier stage suppressed drop out, one linked at stage 3
 stands for its canonical, and the probe links to the earliest canonical it reaches, scored by
