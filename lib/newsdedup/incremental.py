@@ -29,8 +29,9 @@ whatever else the archive holds: same url_hash (stage 1); same content_hash
 (stage 2); stage 3's "candidate and verified" (same language, within
 max_hamming bits of simhash_w on a Manku table, or sharing a MinHash band
 within minhash_max_hamming bits, and passing verify's thresholds); stage 4's
-"same model, within the window, cosine >= threshold, evidence agrees". Call R their union. What a full run links a
-document to depends only on its connected component under R: the exact
+"same model, within the window, cosine >= threshold, evidence agrees". Call R
+their union. What a full run links a document to depends only on its
+connected component under R: the exact
 groups, the stage-3 clusters and stage 4's earliest-canonical groups all lie
 inside it, and so do the canonical (earliest by order_key), the scores and
 via_id, and which member an earlier stage suppressed. So with A = the closure
