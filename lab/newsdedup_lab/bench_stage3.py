@@ -69,14 +69,20 @@ def quality(spark, links, truth_path: Path) -> dict[str, float]:
 
 
 def minhash_baseline(ctx, docs, jaccard: float = 0.7):
-    """Plain banded MinHash LSH: candidates from shared bands only, exact Jaccard >= jaccard."""
+    """Plain banded MinHash LSH: candidates from shared bands only (no SimHash gate: a plain LSH has
+    none), exact Jaccard >= jaccard."""
+    from dataclasses import replace
+
     from pyspark.sql import functions as F
 
     from newsdedup.clustering import cut_lineage, links_from_edges, order_key
     from newsdedup.stages.simhash.candidates import MINHASH, candidate_pairs
     from newsdedup.stages.simhash.verify import pair_features, similarity
 
-    pairs, _ = candidate_pairs(docs, ctx.conf.simhash, found_by=(MINHASH,))
+    sim_conf = ctx.conf.simhash
+    ungated = replace(sim_conf, languages={name: replace(spec, minhash_max_hamming=64)
+                                           for name, spec in sim_conf.languages.items()})
+    pairs, _ = candidate_pairs(docs, ungated, found_by=(MINHASH,))
     pairs = cut_lineage(pairs)
     ids = pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id"))).distinct()
     feats = cut_lineage(pair_features(ctx.archive, ids, ctx.conf))
