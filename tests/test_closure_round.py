@@ -2,8 +2,9 @@
 
 Pure numpy and Arrow, no Spark: a frontier and a batch of stored keys with planted relations (a
 fingerprint a few bits away, one MinHash band in common with a fingerprint inside or just outside
-the SimHash gate, the same URL or text, another language, a document already in the closure) against stages.simhash.live.batch_pairs, the rule the batch
-and the live lookup share, applied to every pair. candidates.code_rows is checked against the
+the SimHash gate, the same URL or text, another language, a document already in the closure)
+against stages.simhash.live.batch_pairs, the rule the batch and the live lookup share, applied to
+every pair. candidates.code_rows is checked against the
 per-document bucket_codes the same way.
 """
 
