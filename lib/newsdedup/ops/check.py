@@ -104,6 +104,8 @@ RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailur
 MAX_ATTEMPTS = 6
 BACKOFF_S = 0.05          # first wait; doubled each retry (with jitter), at most BACKOFF_MAX_S
 BACKOFF_MAX_S = 2.0
+# The interpreter's switch interval `newsdedup check` runs under (see Checker._with_probes).
+SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass
@@ -192,6 +194,7 @@ class Checker:
         self.run_id = run_id or "check-" + datetime.now().strftime("%Y%m%dT%H%M%S")
         self._conn: psycopg.Connection | None = None
         self._pool: Any = None                  # check --workers: started by the first call that needs it
+        self._keys_pool: Any = None             # the next round's keys (_with_probes): started likewise
         self.worker_pids: dict[int, int] = {}   # worker pid -> its server backend's pid (benchmarks read them)
         self._check_database()     # before a model is loaded: a refusal comes in a second
         self.preparer = Preparer(conf)
@@ -369,8 +372,7 @@ class Checker:
         """check_batch in this process, on this Checker's connection, over _rounds' rounds."""
         memories = [lookup.memory() for lookup in self.lookups]   # without insert: the call's memory
         conn = self._connection()
-        for rows, failure, _ in rounds:
-            probes = [Probe(keys) for keys in self.preparer.rows(rows)] if rows else []
+        for probes, failure in self._with_probes(rounds):
             if probes:
                 if not self.insert:
                     yield from self._verdicts(conn, probes, memories)
@@ -380,6 +382,42 @@ class Checker:
                     yield from self._unstored(conn, probes, "not inserted: the input stopped at a bad line after it")
             if failure is not None:
                 raise failure
+
+    def _probes(self, rows: list[dict[str, Any]]) -> list[Probe]:
+        return [Probe(keys) for keys in self.preparer.rows(rows)] if rows else []
+
+    def _with_probes(self, rounds: Iterable[tuple[list[dict[str, Any]], UserError | None, bool]]
+                     ) -> Iterator[tuple[list[Probe], UserError | None]]:
+        """_rounds' rounds as (probes, the bad line that cut the round short or None).
+
+        While the caller looks one round up, the next round's keys are computed in a helper thread:
+        a round's lookups wait on Postgres for about 40% of their time (docs/benchmarks_check.md),
+        and the keys depend on the article alone, so that wait and the next keys overlap (psycopg
+        releases the GIL while it waits). The input is read one round ahead of the verdicts handed
+        out; a single round (`check`) takes no thread. The thread that waited gets the GIL back
+        after the interpreter's switch interval at most: `newsdedup check` sets SWITCH_INTERVAL_S, a
+        caller of the Python API may do the same (sys.setswitchinterval)."""
+        it = iter(rounds)
+        rows, failure, ended = next(it)
+        if ended:
+            yield self._probes(rows), failure
+            return
+        ahead = self._keys_thread()
+        pending = ahead.submit(self._probes, rows), failure
+        while not ended:
+            rows, failure, ended = next(it)
+            following = ahead.submit(self._probes, rows), failure
+            yield pending[0].result(), pending[1]
+            pending = following
+        yield pending[0].result(), pending[1]
+
+    def _keys_thread(self):
+        """The helper thread of _with_probes, started once per Checker (closed by close())."""
+        if self._keys_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._keys_pool = ThreadPoolExecutor(1, thread_name_prefix="newsdedup-check-keys")
+        return self._keys_pool
 
     def _check_spread(self, articles: Iterable[Mapping[str, Any]]) -> Iterator[Verdict]:
         """check_batch over the worker processes (ops/check_workers.py says how the verdicts stay
@@ -477,6 +515,9 @@ class Checker:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._keys_pool is not None:
+            self._keys_pool.shutdown(wait=True, cancel_futures=True)
+            self._keys_pool = None
 
     def __enter__(self) -> "Checker":
         return self
