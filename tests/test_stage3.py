@@ -43,12 +43,13 @@ def simhash_links(result):
     return {(r.duplicate_id, r.canonical_id): r for r in result.links.where("stage = 'simhash'").collect()}
 
 
-@pytest.mark.parametrize("component_max", [None, 2])
-def test_chain_joins_the_earliest_with_score_to_canonical_and_via(spark, conf, component_max):
-    # component_max 2: the three-document component is verified and clustered by joins and rounds
-    # (SimhashStage._by_joins), not in one task; the links are the same.
-    if component_max is not None:
-        conf = replace(conf, simhash=replace(conf.simhash, local_component_max=component_max))
+@pytest.mark.parametrize("settings", [{}, {"local_component_max": 2}, {"verify_broadcast_max": 0}])
+def test_chain_joins_the_earliest_with_score_to_canonical_and_via(spark, conf, settings):
+    # local_component_max 2: the three-document component is verified and clustered by joins and
+    # rounds (SimhashStage._by_joins), not in one task. verify_broadcast_max 0: the candidate
+    # documents' components are joined to their pairs and features instead of held by every worker
+    # (verify.held_components). The links are the same.
+    conf = replace(conf, simhash=replace(conf.simhash, **settings))
     a = words(1)
     b = edit(a, range(5, 150, 10), 2)          # 15 words changed in the first half
     c = edit(b, range(155, 300, 10), 3)        # 15 more in the second half: far from a, close to b

@@ -107,7 +107,7 @@ def test_component_edges_and_links_are_the_joins_and_rounds(spark, conf, group_d
     from pyspark.sql import functions as F
 
     from newsdedup.clustering import links_from_edges
-    from newsdedup.stages.simhash.verify import EDGE, LINK, component_edges_and_links, verified
+    from newsdedup.stages.simhash.verify import EDGE, LINK, component_edges_and_links, held_components, verified
 
     rng = random.Random(11)
     feats = []
@@ -135,7 +135,8 @@ def test_component_edges_and_links_are_the_joins_and_rounds(spark, conf, group_d
             "duplicate_id", "canonical_id", F.col("jaccard").alias("score"))
 
     want_links = links_from_edges(want_edges, vertices, "simhash", 30, canonical_score=to_canonical)
-    out = component_edges_and_links(pdf, fdf, cdf, sim_conf, len(comps), broadcast).collect()
+    held = held_components(cdf, len(comps), sim_conf) if broadcast else None
+    out = component_edges_and_links(pdf, fdf, cdf, sim_conf, len(comps), held).collect()
     edges = sorted((r.a, r.b, r.score) for r in out if r.kind == EDGE)
     links = sorted((r.a, r.b, r.score, r.via_id) for r in out if r.kind == LINK)
     assert edges == sorted((r.a, r.b, r.score) for r in want_edges.collect())

@@ -11,7 +11,8 @@ from ..base import StageResult
 from .candidates import MINHASH, TABLES, candidate_pairs
 from .keys import STAGE_COLUMNS
 from .live import SimhashLookup
-from .verify import EDGE, LINK, component_edges_and_links, pair_features, similarity, verified
+from .verify import (EDGE, LINK, component_edges_and_links, held_components, pair_features, similarity,
+                     verified)
 
 
 class SimhashStage:
@@ -36,8 +37,9 @@ class SimhashStage:
                             .join(unresolved.select("id", order_micros().alias("ts")), "id"))
         n_in_pairs = comps.count()
         broadcast = n_in_pairs <= sim_conf.verify_broadcast_max
+        held = held_components(comps, n_in_pairs, sim_conf) if broadcast else None
         feats = pair_features(ctx.archive, comps.select("id"), ctx.conf, ctx.verify, ctx.verify_complete,
-                              broadcast=broadcast)
+                              broadcast=broadcast, held=held)
         sizes = cut_lineage(comps.groupBy("comp").count())
         # The largest component sets what one task holds (verify_group_docs is only the typical group).
         largest = sizes.agg(F.max("count")).first()[0] or 0
@@ -49,7 +51,7 @@ class SimhashStage:
             # are picked out where they lie, and reading them again would cost less than writing them.
             feats = cut_lineage(feats)
         local = pairs.join(big, "a", "left_anti") if has_big else pairs
-        out = cut_lineage(component_edges_and_links(local, feats, comps, sim_conf, n_in_pairs, broadcast))
+        out = cut_lineage(component_edges_and_links(local, feats, comps, sim_conf, n_in_pairs, held))
         edges = out.where(F.col("kind") == EDGE).select("a", "b", "score")
         links = out.where(F.col("kind") == LINK).select(
             F.col("a").alias("duplicate_id"), F.col("b").alias("canonical_id"), F.lit(self.name).alias("stage"),

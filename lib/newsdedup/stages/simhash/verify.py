@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 from numba import njit
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -91,7 +91,7 @@ FEATURES_SCHEMA = T.StructType([T.StructField("id", T.LongType()),
 
 
 def pair_features(ctx_docs: DataFrame, ids: DataFrame, conf: "Config", carried: DataFrame | None = None,
-                  complete: bool = False, broadcast: bool = False) -> DataFrame:
+                  complete: bool = False, broadcast: bool = False, held=None) -> DataFrame:
     """id, shingles (sorted distinct shingle hashes), nums, names for the documents in ids.
 
     carried: the same features as prepare computed them (id, shingles as int32 bytes, nums, names);
@@ -99,12 +99,13 @@ def pair_features(ctx_docs: DataFrame, ids: DataFrame, conf: "Config", carried: 
     Arrow batch at a time). complete: carried holds every document of ids (a first run), so the text
     is not read at all. broadcast: ids are few enough to broadcast, so carried is filtered where it
     lies (a shuffle join would move every document's features to find those of ids): the carried
-    features by a sorted id array every Python worker holds (`_held`), the text by a broadcast join."""
+    features by a sorted id array every Python worker holds (`_held`), the text by a broadcast join.
+    held: that array already held (held_components of the ids' components), not collected again."""
     wanted = F.broadcast(ids) if broadcast else ids
     if carried is None:
         return _derived(ctx_docs.join(wanted, "id", "left_semi"), conf)
     if broadcast:
-        held = _held(ids.select("id"))
+        held = held if held is not None else _held(ids.select("id"))
         have = carried.mapInArrow(lambda batches: _unpacked(_kept(batches, held)), FEATURES_SCHEMA)
     else:
         have = carried.join(wanted, "id", "left_semi").mapInArrow(_unpacked, FEATURES_SCHEMA)
@@ -284,8 +285,20 @@ LINKED_SCHEMA = T.StructType([T.StructField("kind", T.IntegerType()), T.StructFi
                               T.StructField("via_id", T.LongType())])
 
 
+def component_group(n_docs: int, sim_conf: "SimhashConfig") -> Column:
+    """_group: the hash group of a row's comp, ceil(n_docs / verify_group_docs) groups."""
+    groups = max(1, -(-n_docs // sim_conf.verify_group_docs))
+    return F.pmod(F.xxhash64("comp"), F.lit(groups)).alias("_group")
+
+
+def held_components(comps: DataFrame, n_docs: int, sim_conf: "SimhashConfig"):
+    """comps (id, comp, ts) as every Python worker holds them (`_held`): id, _group (component_group), ts.
+    One collect serves both pair_features' filter and component_edges_and_links' labels."""
+    return _held(comps.select("id", component_group(n_docs, sim_conf), "ts"))
+
+
 def component_edges_and_links(pairs: DataFrame, feats: DataFrame, comps: DataFrame, sim_conf: "SimhashConfig",
-                              n_docs: int, broadcast: bool) -> DataFrame:
+                              n_docs: int, held=None) -> DataFrame:
     """Verification and clustering where a candidate component's features meet its pairs.
 
     pairs: a, b, lang. feats: id, shingles, nums, names. comps: id, comp, ts for every document of
@@ -296,23 +309,22 @@ def component_edges_and_links(pairs: DataFrame, feats: DataFrame, comps: DataFra
     Components are hashed into ceil(n_docs / verify_group_docs) groups and one cogroup hands each
     group's pairs and features to a task: each document's features cross the network once. The
     joins this replaces moved them once per side and every pair's left set a second time, which at
-    10M documents filled the local disk. broadcast: comps is small enough for every Python worker
-    to hold (`_held`), and the pairs and features are labelled where they lie.
+    10M documents filled the local disk. held: comps as every Python worker holds them
+    (held_components, where they are few enough), and the pairs and features are labelled where
+    they lie; None: labelled by joins with comps.
 
     Returns LINKED_SCHEMA rows: kind EDGE (a, b, score: every verified pair, as `verified` keeps it,
     score its Jaccard) and kind LINK (a: member, b: its canonical, score: their Jaccard, via_id), the
     links `clustering.links_from_edges` makes of those edges with the canonical scored by Jaccard."""
-    groups = max(1, -(-n_docs // sim_conf.verify_group_docs))
-    group = F.pmod(F.xxhash64("comp"), F.lit(groups)).alias("_group")
     pairs, feats = pairs.select("a", "b", "lang"), feats.select("id", "shingles", "nums", "names")
-    if broadcast:
-        held = _held(comps.select("id", group, "ts"))
+    if held is not None:
         labelled_pairs = pairs.mapInArrow(lambda batches: _labelled(batches, held, "a", ()),
                                           T.StructType([GROUP_FIELD, *pairs.schema.fields]))
         labelled_feats = feats.mapInArrow(lambda batches: _labelled(batches, held, "id", ("ts",)),
                                           T.StructType([GROUP_FIELD, *feats.schema.fields,
                                                         T.StructField("ts", T.LongType())]))
     else:
+        group = component_group(n_docs, sim_conf)
         labelled_pairs = pairs.join(comps.select(F.col("id").alias("a"), "comp"), "a").select(group, "a", "b", "lang")
         labelled_feats = feats.join(comps, "id").select(group, "id", "shingles", "nums", "names", "ts")
     return (labelled_pairs.groupBy("_group").cogroup(labelled_feats.groupBy("_group"))
