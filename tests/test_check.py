@@ -5,6 +5,7 @@ per-article savepoint of --insert."""
 from __future__ import annotations
 
 import json
+import sys
 from datetime import timedelta
 
 import psycopg
@@ -107,7 +108,9 @@ def test_a_bad_jsonl_line_stops_the_batch_with_its_line_number_and_inserts_nothi
     path = tmp_path / "batch.jsonl"
     path.write_text(json.dumps(article(1)) + "\n\n" + '{"id": 2, "title": "cut off\n' + json.dumps(article(3)) + "\n",
                     encoding="utf-8")
+    before = sys.getswitchinterval()
     assert cli.main(["check", "--pg", pg_dsn, "--input", str(path), "--insert"]) == 2
+    assert sys.getswitchinterval() == before != check.SWITCH_INTERVAL_S   # check's interval ends with it
     out, err = capsys.readouterr()
     assert f"{path}:3: not a JSON object" in err
     assert [json.loads(line)["id"] for line in out.splitlines()] == [1]   # the lines before it were answered
