@@ -252,7 +252,7 @@ class Components:
 
     def covers(self, ids: np.ndarray) -> bool:
         """Whether every one of ids has a component."""
-        return bool(rows_in(self.ids, ids)[1].all()) if len(self.ids) else not len(ids)
+        return bool(rows_in(self.ids, ids)[1].all())
 
     def expand(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(every member of the components of ids, and ids themselves; those of them that need a pass

@@ -384,6 +384,7 @@ class Checker:
                 raise failure
 
     def _probes(self, rows: list[dict[str, Any]]) -> list[Probe]:
+        """The lookups' probes of prepare's input rows (every stage's keys, the batch's functions)."""
         return [Probe(keys) for keys in self.preparer.rows(rows)] if rows else []
 
     def _with_probes(self, rounds: Iterable[tuple[list[dict[str, Any]], UserError | None, bool]]
@@ -471,7 +472,7 @@ class Checker:
                                for lookup, mine, later in zip(self.lookups, memories, theirs))):
                     # The round would have read what an earlier one left in the memory: answered here
                     # from all of it (which find adds this round to).
-                    probes = [Probe(k) for k in self.preparer.rows(rows)]
+                    probes = self._probes(rows)
                     self.stats.rounds_answered_here += 1
                     yield from self._verdicts(self._connection(), probes, memories)
                 else:

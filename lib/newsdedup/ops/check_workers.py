@@ -28,7 +28,6 @@ import gc
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..stages.base import Probe
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -72,7 +71,7 @@ def lookup(rows: list[dict[str, Any]]) -> tuple:
     checker = _checker
     assert checker is not None
     conn = checker._connection()
-    probes = [Probe(keys) for keys in checker.preparer.rows(rows)]
+    probes = checker._probes(rows)
     memories = [lookup.memory() for lookup in checker.lookups]
     verdicts = checker._verdicts(conn, probes, memories)
     return ([(v.id, v.canonical_id, v.stage, v.score) for v in verdicts], memories, [p.id for p in probes],
