@@ -91,6 +91,27 @@ def test_names_of_finds_what_the_lookbehind_pattern_finds():
     assert sum(bool(ref.names_of(t)) for t in texts) > 1000
 
 
+def test_compiled_numbers_and_names_are_the_per_document_ones():
+    """kernels.numbers_and_names (one compiled scan per batch, what prepare and pair features call)
+    gives numbers_of and names_of of every text: digits of any script, separators, capitals inside
+    words, Unicode spaces and word characters, code points above the BMP, empty texts."""
+    from newsdedup.stages.simhash.kernels import numbers_and_names
+
+    rng = random.Random(8)
+    pieces = [*"0123456789০১২৩৪৫৬৭৮৯٣४.,:;-_'\"!? \n\taZbQxY", "\u00a0", "\u2003", "\x1c", "\x85", "Ab", "Éb",
+              " Mc", "ক", "া", "্", "Ünter", "\U0001d7d8", "\U0001f600", "𝐀b", "ǅa", "A1b", "I'm", "Jean-Luc"]
+    texts = random_texts(rng, 300) + ["".join(rng.choice(pieces) for _ in range(rng.randrange(80)))
+                                      for _ in range(5000)]
+    texts += [b for b in generate(300, 4)[0].column("body").to_pylist() if b]
+    texts += ["", "A", "Ab", " Ab", "x Ab", ". Ab", "x \u00a0Ab-cD", "1.2.3", "1..2", "1,", ":1", "১২.৩,৪", "x 'Ab"]
+    nums, names = numbers_and_names(texts)
+    assert len(nums) == len(names) == len(texts)
+    for text, got_nums, got_names in zip(texts, nums, names):
+        assert (got_nums, got_names) == (ref.numbers_of(text), ref.names_of(text)), text
+    assert sum(bool(n) for n in nums) > 1000 and sum(bool(n) for n in names) > 1000
+    assert numbers_and_names([]) == ([], [])
+
+
 def test_prepared_shingle_sets_are_the_ones_verification_computes(conf):
     """The live lookup verifies on the shingle sets Preparer.rows hands over (set_shingles, from
     prepare's own kernel pass) instead of computing them again: they must be PairFeatures' sets,

@@ -20,6 +20,9 @@ numba cannot call hashlib; the reference test checks it bit for bit.
   (`reference.minhash_bands`, stored mh_bands). keys.SimhashKeys calls it.
 - `shingle_sets`: the same kernel for verification, which needs only the sets
   (of every document it is given).
+- `numbers_and_names`: `reference.numbers_of` and `reference.names_of` of a whole
+  batch, their regex scans compiled (`evidence_batch` finds the spans; Python
+  cuts, de-duplicates and sorts them).
 
 Where the set features are the seed's (English: word 3-shingles both) the seed's
 occurrence hashes are reused as they are; otherwise (Bangla: char 4-gram seed,
@@ -36,7 +39,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from .reference import GOLDEN, char_classes
+from .reference import BANGLA_DIGITS, GOLDEN, char_classes, evidence_classes
 
 _IV = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
                 0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179], dtype=np.uint64)
@@ -589,3 +592,102 @@ def shingle_sets(folded: list[str], kinds: np.ndarray, ngrams: np.ndarray) -> tu
                                        kinds, ngrams, np.empty(0, np.uint64), 0, 0, is_word, is_text,
                                        *word_cache().arrays())
     return offsets, shingles.view(np.int32)
+
+
+# ---------------------------------------------------------------- numbers and names (verification evidence)
+
+@njit(inline="always")
+def _put(spans, n, a, b, fill):
+    """Row n of spans set to (a, b) when filling (the counting pass only counts); the next row."""
+    if fill:
+        spans[n, 0] = a
+        spans[n, 1] = b
+    return n + 1
+
+
+@njit(cache=True)
+def _evidence_spans(cps, start, end, classes, fill, num_spans, n_num, name_spans, n_name):
+    """The numbers and names of one text (cps[start:end]) as (start, end) spans relative to start,
+    written from row n_num / n_name on when fill; returns the two counts after it. classes:
+    reference.evidence_classes (the bits name the characters each pattern tests).
+
+    numbers: re.findall(r"\\d\\d*(?:[.,:]\\d+)*"), a leftmost-longest scan: a run of digits, then
+    as many separator-and-digits groups as follow. names: what names_of keeps of
+    re.finditer(r"[A-Z][\\w'-]*[a-z][\\w'-]*"): after a capital the pattern takes the whole run of
+    [\\w'-] characters when that run holds an a-z (the first star backs off to the run's last a-z,
+    the second takes the rest), and fails otherwise, as it then fails at every later capital of
+    the same run (a suffix of it); names_of then wants whitespace before it, and before that a
+    character other than . ! ? \" '."""
+    i = start
+    while i < end:
+        if classes[cps[i]] & 2:
+            j = i + 1
+            while j < end and classes[cps[j]] & 2:
+                j += 1
+            while j + 1 < end and classes[cps[j]] & 16 and classes[cps[j + 1]] & 2:
+                j += 2
+                while j < end and classes[cps[j]] & 2:
+                    j += 1
+            n_num = _put(num_spans, n_num, i - start, j - start, fill)
+            i = j
+        else:
+            i += 1
+    i = start
+    while i < end:
+        c = cps[i]
+        if 65 <= c <= 90:
+            j = i + 1
+            lower = False
+            while j < end and classes[cps[j]] & 33:      # a word character or a name mark
+                if 97 <= cps[j] <= 122:
+                    lower = True
+                j += 1
+            if lower:
+                k = i
+                while k > start and classes[cps[k - 1]] & 4:
+                    k -= 1
+                if start < k < i and not classes[cps[k - 1]] & 8:     # not after a sentence's end
+                    n_name = _put(name_spans, n_name, i - start, j - start, fill)
+            i = j
+        else:
+            i += 1
+    return n_num, n_name
+
+
+@njit(cache=True)
+def evidence_batch(cps, offsets, classes):
+    """Every text's number and name spans: text d's are rows num_offsets[d]:num_offsets[d + 1] of
+    num_spans (and the same for names), each (start, end) in code points from the text's start.
+    Two passes, one counting, one filling, so nothing is allocated per text."""
+    n = len(offsets) - 1
+    num_offsets = np.zeros(n + 1, dtype=np.int64)
+    name_offsets = np.zeros(n + 1, dtype=np.int64)
+    empty = np.zeros((0, 2), dtype=np.int64)
+    for d in range(n):
+        a, b = _evidence_spans(cps, offsets[d], offsets[d + 1], classes, False, empty, 0, empty, 0)
+        num_offsets[d + 1] = num_offsets[d] + a
+        name_offsets[d + 1] = name_offsets[d] + b
+    num_spans = np.empty((num_offsets[n], 2), dtype=np.int64)
+    name_spans = np.empty((name_offsets[n], 2), dtype=np.int64)
+    for d in range(n):
+        _evidence_spans(cps, offsets[d], offsets[d + 1], classes, True, num_spans, num_offsets[d],
+                        name_spans, name_offsets[d])
+    return num_offsets, num_spans, name_offsets, name_spans
+
+
+def numbers_and_names(keys: list[str]) -> tuple[list[list[str]], list[list[str]]]:
+    """([numbers_of(k) for k in keys], [names_of(k) for k in keys]), one compiled scan for the batch."""
+    num_offsets, num_spans, name_offsets, name_spans = evidence_batch(*code_points(keys), evidence_classes())
+    # Plain lists, one per span column: tolist() of the (n, 2) arrays (a list per span) cost more
+    # than the scan itself.
+    num_offsets, name_offsets = num_offsets.tolist(), name_offsets.tolist()
+    num_a, num_b = num_spans[:, 0].tolist(), num_spans[:, 1].tolist()
+    name_a, name_b = name_spans[:, 0].tolist(), name_spans[:, 1].tolist()
+    digits = BANGLA_DIGITS
+    nums, names = [], []
+    for d, key in enumerate(keys):
+        x, y = num_offsets[d], num_offsets[d + 1]
+        nums.append(sorted({key[a:b].translate(digits) for a, b in zip(num_a[x:y], num_b[x:y])}))
+        x, y = name_offsets[d], name_offsets[d + 1]
+        names.append(sorted({key[a:b] for a, b in zip(name_a[x:y], name_b[x:y])}))
+    return nums, names

@@ -15,7 +15,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from . import kernels
-from .reference import bands, char_classes, minhash_salts, names_of, numbers_of
+from .reference import bands, char_classes, minhash_salts
 
 if TYPE_CHECKING:
     from ...config import SimhashConfig
@@ -53,7 +53,8 @@ class SimhashKeys:
         Also set_offsets, set_values: document i's shingle set is set_values[set_offsets[i]:set_offsets[i + 1]]
         (empty where simhash_w is not valid).
         verify: also VERIFY_FIELDS, null where simhash_w is: shingles (a pyarrow binary array) and
-        nums, names (lists), the values verify.PairFeatures gives for the same key and lang."""
+        nums, names (lists), the values verify.PairFeatures gives for the same key and lang; and
+        mh_bands as a pyarrow list array (prepare's UDF returns Arrow) instead of Python lists."""
         n = len(keys)
         kinds = np.full(n, -1, dtype=np.int8)
         set_kinds = np.full(n, -1, dtype=np.int8)
@@ -71,7 +72,16 @@ class SimhashKeys:
         seed, n_features, seed_valid, simhash_w, simhash_w_valid, mh_bands, set_offsets, set_values = kernels.keys_batch(
             *kernels.code_points(folded), kinds, ngrams, minimum, set_kinds, set_ngrams,
             minhash_salts(n_bands * rows), n_bands, rows, is_word, is_text, *kernels.word_cache().arrays())
-        bands_or_none = [row if ok else None for row, ok in zip(mh_bands.view(np.int64).tolist(), simhash_w_valid)]
+        if verify:
+            # Straight into Arrow for prepare's UDF: a list of ints per document and back cost more
+            # than the MinHash itself.
+            bands_or_none = pa.ListArray.from_arrays(
+                pa.array(np.arange(0, n * n_bands + 1, n_bands, dtype=np.int32)),
+                pa.array(np.ascontiguousarray(mh_bands).view(np.int64).reshape(-1)),
+                mask=pa.array(~np.asarray(simhash_w_valid, np.bool_)))
+        else:
+            bands_or_none = [row if ok else None
+                             for row, ok in zip(mh_bands.view(np.int64).tolist(), simhash_w_valid)]
         out = {"simhash": seed.view(np.int64), "simhash_valid": seed_valid,
                "n_features": n_features.astype(np.int32),
                "simhash_w": simhash_w.view(np.int64), "simhash_w_valid": simhash_w_valid, "mh_bands": bands_or_none,
@@ -115,6 +125,8 @@ def verify_features(keys: Sequence[str], offsets: np.ndarray, shingles: np.ndarr
     data = np.ascontiguousarray(shingles).view(np.int32).astype("<i4", copy=False)   # the bits, as they are
     binary = pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(byte_offsets), pa.py_buffer(data)],
                                    null_count=-1)
+    # Documents without a set get no evidence either: they are scanned as empty texts.
+    nums, names = kernels.numbers_and_names([k if ok else "" for k, ok in zip(keys, valid)])
     return {"shingles": binary,
-            "nums": [numbers_of(k) if ok else None for k, ok in zip(keys, valid)],
-            "names": [names_of(k) if ok else None for k, ok in zip(keys, valid)]}
+            "nums": [v if ok else None for v, ok in zip(nums, valid)],
+            "names": [v if ok else None for v, ok in zip(names, valid)]}

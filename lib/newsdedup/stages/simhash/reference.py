@@ -31,7 +31,8 @@ Spark's LongType unchanged.
 - `numbers_of`, `names_of`: the numbers (ASCII or Bangla digits) and capitalised
   names of a text. Templated reports of different games share most of their
   words but not their scores and team names; verification uses these sets as
-  evidence against a link.
+  evidence against a link. `evidence_classes`: the character classes their
+  patterns test, for the compiled scan (kernels.evidence_batch).
 """
 
 from __future__ import annotations
@@ -236,12 +237,14 @@ def set_columns(text: str, kind: str, n: int, n_bands: int, rows: int
 
 # ---------------------------------------------------------------- numbers and names (verification evidence)
 
-_BANGLA_DIGITS = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
+BANGLA_DIGITS = str.maketrans("০১২৩৪৫৬৭৮৯", "0123456789")
 # \d\d* is \d+ spelled so that re can skip straight to digits (a pattern opening with a repeat is
 # tried at every position): half the time.
-_NUMBER = re.compile(r"\d\d*(?:[.,:]\d+)*")
+_NUMBER_SEPARATORS = ".,:"                  # between the digit groups of one number
+_NUMBER = re.compile(r"\d\d*(?:[" + re.escape(_NUMBER_SEPARATORS) + r"]\d+)*")
 # A capitalised word: a capital, then word characters, apostrophes or hyphens with a lower-case letter.
-_CAPITALISED = re.compile(r"[A-Z][\w'-]*[a-z][\w'-]*")
+_NAME_MARKS = "'-"                          # inside a capitalised word, besides word characters
+_CAPITALISED = re.compile(r"[A-Z][\w" + re.escape(_NAME_MARKS) + r"]*[a-z][\w" + re.escape(_NAME_MARKS) + r"]*")
 _SENTENCE_END = ".!?\"'"
 
 
@@ -249,7 +252,7 @@ def numbers_of(text: str) -> list[str]:
     """Distinct numbers in text, Bangla digits read as ASCII, thousands separators kept as written."""
     # \d matches Bangla digits too and the translation maps digit to digit, so translating each
     # match finds what translating the whole text first would, at a fraction of the cost.
-    return sorted({m.translate(_BANGLA_DIGITS) for m in _NUMBER.findall(text)})
+    return sorted({m.translate(BANGLA_DIGITS) for m in _NUMBER.findall(text)})
 
 
 def names_of(text: str) -> list[str]:
@@ -266,3 +269,19 @@ def names_of(text: str) -> list[str]:
         if 0 < i < start and text[i - 1] not in _SENTENCE_END:
             names.add(m.group())
     return sorted(names)
+
+
+@lru_cache(maxsize=1)
+def evidence_classes() -> np.ndarray:
+    """For every code point, the classes numbers_of and names_of test, as bits of a uint8: 1 what re's
+    \\w matches, 2 what re's \\d matches, 4 str.isspace, 8 _SENTENCE_END, 16 _NUMBER_SEPARATORS,
+    32 _NAME_MARKS. Read from re, str and the constants above themselves, so a compiled scan
+    (kernels.evidence_batch) agrees with the patterns above on every code point."""
+    every = "".join(map(chr, range(0x110000)))
+    classes = np.zeros(0x110000, dtype=np.uint8)
+    classes[[m.start() for m in re.finditer(r"\w", every)]] |= 1
+    classes[[m.start() for m in re.finditer(r"\d", every)]] |= 2
+    classes[[cp for cp, ch in enumerate(every) if ch.isspace()]] |= 4
+    for bit, chars in ((8, _SENTENCE_END), (16, _NUMBER_SEPARATORS), (32, _NAME_MARKS)):
+        classes[[ord(ch) for ch in chars]] |= bit
+    return classes

@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 from ...clustering import component_links, rows_in
 from ..content import ContentKeys
 from .candidates import per_language
-from .kernels import KIND_CODES, shingle_sets
+from .kernels import KIND_CODES, numbers_and_names, shingle_sets
 from .reference import names_of, numbers_of
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class PairFeatures:
 
     Content keys as prepare computes them (ContentKeys.batch, no html, the stored lang as the
     hint); the shingle sets in one compiled call (kernels.shingle_sets), the shingles column built
-    straight from its offsets and values; numbers and names per document (regex).
+    straight from its offsets and values; numbers and names in one compiled scan (kernels.numbers_and_names).
     """
 
     def __init__(self, conf: "Config"):
@@ -79,9 +79,9 @@ class PairFeatures:
         offsets, shingles = shingle_sets([k.casefold() for k in keys], *self.set_features(langs))
         shingle_lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(shingles))
         strings = pa.list_(pa.string())
-        return pa.RecordBatch.from_arrays(
-            [ids, shingle_lists, pa.array([numbers_of(k) for k in keys], strings),
-             pa.array([names_of(k) for k in keys], strings)], names=["id", "shingles", "nums", "names"])
+        nums, names = numbers_and_names(keys)
+        return pa.RecordBatch.from_arrays([ids, shingle_lists, pa.array(nums, strings), pa.array(names, strings)],
+                                          names=["id", "shingles", "nums", "names"])
 
 
 FEATURES_SCHEMA = T.StructType([T.StructField("id", T.LongType()),
