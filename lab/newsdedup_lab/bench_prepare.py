@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]   # lab/newsdedup_lab/<this file>
 
 
 def udf_batches(n: int, seed: int, size: int) -> tuple[list[list[Any]], list[str]]:
@@ -119,7 +119,8 @@ def export(rev: str, into: Path) -> Path:
 
 def run_side(lib: Path, out: Path, argv: list[str]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(lib)}
+    # That side's lib, and this checkout's lab (the corpus generator and this script).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(lib), str(REPO / "lab")])}
     subprocess.run([sys.executable, __file__, "--side", "--out", str(out), *argv], env=env, check=True)
     return json.loads((out / "times.json").read_text())
 

@@ -27,7 +27,7 @@ import pandas as pd
 
 from newsdedup.stages.semantic.embeddings import embedding_text
 
-LABELS = Path(__file__).resolve().parents[3] / "samples" / "stage4_labels"
+LABELS = Path(__file__).resolve().parents[2] / "samples" / "stage4_labels"
 FIELDS = {"id": ("doc_id", "id", "article_id", "url_hash"), "title": ("title", "headline"),
           "body": ("body", "article", "content", "text"),
           "published": ("published_at", "date", "publication_date", "published")}
