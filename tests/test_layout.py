@@ -53,6 +53,27 @@ def test_a_one_day_query_reads_a_fraction_of_the_files_after_incremental_writes(
     assert table.count() == 4500 and total >= 10
 
 
+def test_a_first_write_appends_and_later_writes_upsert_by_id(spark, conf, tmp_path):
+    """documents: into the empty clustered table a run's first write is a plain append (a MERGE with
+    nothing to match would copy its whole source aside first); once the table holds rows, writes
+    upsert by id: a changed document replaces its row, a new one is added, none is doubled."""
+    from delta.tables import DeltaTable
+
+    path = str(tmp_path / "documents")
+    first = synthetic_documents(spark, range(0, 300))
+    layout.prepare_table(spark, path, "documents", first.schema, conf.layout.table("documents").cluster_by)
+    assert store.is_empty(spark, path)
+    store.merge_documents(spark, first, path)
+    again = synthetic_documents(spark, range(200, 400)).withColumn("body", F.lit("changed"))
+    store.merge_documents(spark, again, path)
+    history = DeltaTable.forPath(spark, path).history().orderBy("version").select("operation").collect()
+    assert [r[0] for r in history][-2:] == ["WRITE", "MERGE"]
+    table = spark.read.format("delta").load(path)
+    assert table.count() == 400 and table.select("id").distinct().count() == 400
+    assert table.where(F.col("body") == "changed").count() == 200
+    assert not store.is_empty(spark, path)
+
+
 def test_an_unclustered_table_from_an_earlier_version_is_upgraded_in_place(spark, conf, tmp_path):
     path = str(tmp_path / "documents")
     docs = synthetic_documents(spark, range(0, 3000))

@@ -8,7 +8,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from . import paths
+from . import layout, paths
 from ..errors import UserError
 
 LINKS_SCHEMA = T.StructType([
@@ -67,13 +67,25 @@ def check_is_output(spark: SparkSession, output: str, table: str = "duplicate_li
 
 
 def merge_documents(spark: SparkSession, docs: DataFrame, path: str) -> None:
-    """Upsert by id: a rerun or a newer snapshot refreshes a document's keys in place."""
+    """Upsert by id: a rerun or a newer snapshot refreshes a document's keys in place.
+
+    An empty table (a first run's, created clustered by layout.prepare_table) is appended to: with
+    nothing to match, MERGE would only copy its whole source aside first (Delta materialises a
+    MERGE source it cannot prove deterministic) and then write it. docs holds each id once."""
     if not exists(spark, path):
         docs.write.format("delta").save(path)
+        return
+    if is_empty(spark, path):
+        docs.write.format("delta").mode("append").save(path)
         return
     (DeltaTable.forPath(spark, path).alias("t")
      .merge(docs.alias("s"), "t.id = s.id")
      .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+
+def is_empty(spark: SparkSession, path: str) -> bool:
+    """The Delta table at path holds no data file (its current version, from the log)."""
+    return layout.detail(spark, path)[0] == 0
 
 
 def insert_links(spark: SparkSession, links: DataFrame, path: str) -> None:
