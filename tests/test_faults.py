@@ -410,5 +410,5 @@ def test_faults_in_every_step_then_resumed_give_the_uninterrupted_outputs(spark,
     links = store.read(spark, str(out), "duplicate_links")
     assert single(r.run_id for r in links.select("run_id").distinct().collect()) == single([ctx.run_id])
     assert links.select("linked_at").distinct().count() == 1
-    assert sorted(p.name for p in (out / runstate.RUNS_DIR / ctx.run_id).iterdir()) == ["_steps"]
+    assert sorted(p.name for p in (out / runstate.RUNS_DIR / ctx.run_id).iterdir()) == [runstate.MARKERS]
     print(f"faults injected and survived: {len(survived)}: {'; '.join(survived)}")

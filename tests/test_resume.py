@@ -121,7 +121,7 @@ def test_killed_in_stage_3_and_in_the_delta_write_then_resumed(spark, conf, tmp_
     assert docs.count() == docs.select("id").distinct().count() == 38
     assert store.read(spark, str(out), "runs").where(F.col("run_id") == run_id).count() == 1
     # Finished: the intermediate frames are gone, the markers stay; resuming again is refused.
-    assert sorted(p.name for p in (out / "_runs" / run_id).iterdir()) == ["_steps"]
+    assert sorted(p.name for p in (out / "_runs" / run_id).iterdir()) == [runstate.MARKERS]
     refused = newsdedup(["run", "--resume", run_id, *base], cwd=tmp_path)
     assert refused.returncode == 2 and "has finished" in refused.stderr
 
@@ -148,7 +148,7 @@ def test_a_run_state_of_the_older_marker_layout_is_refused_in_one_line(spark, co
     from datetime import datetime, timezone
 
     out, run_id = str(tmp_path / "out"), "old-layout"
-    markers = f"{out}/{runstate.RUNS_DIR}/{run_id}/{runstate.MARKERS}"
+    markers = f"{out}/{runstate.RUNS_DIR}/{run_id}/{runstate.DELTA_MARKERS}"
     row = [("run", json.dumps({"input": str(SAMPLE), "started_at": datetime.now(timezone.utc).isoformat()}),
             "[]", json.dumps({"seconds": {}, "frames": []}), datetime.now(timezone.utc))]
     spark.createDataFrame(row, "step string, counts string, notes string, seconds string, finished_at timestamp") \
@@ -158,3 +158,46 @@ def test_a_run_state_of_the_older_marker_layout_is_refused_in_one_line(spark, co
         job.run(spark, None, out, small, load_pg=False, resume=run_id)
     assert "\n" not in str(err.value)
 
+
+
+def test_a_run_recorded_by_the_delta_markers_version_resumes(spark, conf, tmp_path):
+    """Markers were rows of a Delta table (runstate.DELTA_MARKERS) before they were files: a run
+    started then resumes from them, and goes on with file markers."""
+    from datetime import datetime, timezone
+
+    from newsdedup.report import StepReport
+
+    out, run_id = str(tmp_path / "out"), "delta-markers"
+    markers = f"{out}/{runstate.RUNS_DIR}/{run_id}/{runstate.DELTA_MARKERS}"
+    now = datetime.now(timezone.utc)
+    spark.createDataFrame([("run", [], StepReport().to_json(), str(SAMPLE), now, now)],
+                          runstate.MARKER_SCHEMA).write.format("delta").save(markers)
+    assert runstate.Persisted(spark, out, run_id).input_path == str(SAMPLE)
+    small = conf.with_overrides({"semantic": {"enabled": False}})
+    job.run(spark, None, out, small, load_pg=False, resume=run_id)
+    assert store.read(spark, out, "runs").where(F.col("run_id") == run_id).count() == 1
+    assert store.read(spark, out, "documents").count() == 38
+    written = sorted(p.name for p in (tmp_path / "out" / runstate.RUNS_DIR / run_id / runstate.MARKERS).glob("*.json"))
+    assert "finished.json" in written and "prepare.json" in written
+    with pytest.raises(UserError, match="has finished"):
+        runstate.Persisted.resume(spark, out, run_id)
+
+
+def test_a_marker_torn_by_a_crash_leaves_its_step_unfinished(spark, tmp_path):
+    from datetime import datetime, timezone
+
+    from newsdedup.report import StepReport
+
+    out = str(tmp_path / "out")
+    state = runstate.Persisted.start(spark, out, "torn", "/in", datetime.now(timezone.utc))
+    for step in ("prepare", "url", "content"):
+        state._mark(step, runstate._Marker(["links"], StepReport(counts={f"links.{step}": 3})))
+    again = runstate.Persisted(spark, out, "torn")
+    assert again.completed() == ["prepare", "url", "content"]
+    assert again._done["url"].report.counts == {"links.url": 3}
+    folder = tmp_path / "out" / runstate.RUNS_DIR / "torn" / runstate.MARKERS
+    # Cut short under its checksum (the local FileSystem's .crc), then without one (as on an object store).
+    (folder / "url.json").write_text('{"step": "url", "fra')
+    assert runstate.Persisted(spark, out, "torn").completed() == ["prepare", "content"]
+    (folder / ".url.json.crc").unlink()
+    assert runstate.Persisted(spark, out, "torn").completed() == ["prepare", "content"]

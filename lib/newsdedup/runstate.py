@@ -5,15 +5,19 @@ One mechanism for every step of a run (prepare, each stage, the Delta write):
 done. `compute` returns a `StepOutput`: the DataFrames the step produced and
 the step's own `StepReport`. The frames are persisted as Delta tables under
 `<output>/_runs/<run_id>/<step>/<frame>`, `measure` reads counters from the
-frames as written, and then one row is appended to
-`<output>/_runs/<run_id>/_steps` (the completion marker) holding the frame
+frames as written, and then the step's completion marker is written: one small
+JSON file, `<output>/_runs/<run_id>/_markers/<step>.json`, holding the frame
 names and the step's report. A resumed run reads the frames back and returns
 the stored report instead of recomputing: the caller adds either to the run
 report the same way. Counting what was written, rather than what was computed,
 means a step's frames need no cache: they are computed once, by their write.
 
 A step's frames are written with mode overwrite, and its marker only after
-every frame is committed, so a step killed half-way is simply run again.
+every frame is committed, so a step killed half-way is simply run again; a
+marker that cannot be read (torn by a crash while written) counts as not
+written. Markers are plain files, not rows of a Delta table: an append and its
+commit cost about a second per step, a file a few milliseconds. Runs recorded
+by earlier versions (marker rows in the Delta table `_steps`) are still read.
 
 `InMemory` is the same shape without persistence (dry runs, tests that pass
 no output): frames are cached.
@@ -21,6 +25,7 @@ no output): frames are cached.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable
@@ -34,8 +39,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 RUNS_DIR = "_runs"
-MARKERS = "_steps"
-# One row per finished step; the row of step "run" (written first) records the run's input and start.
+# One file per finished step; the marker of step "run" (written first) records the run's input and start.
+MARKERS = "_markers"
+# Where earlier versions kept the markers, as rows of a Delta table of this schema (read on --resume).
+DELTA_MARKERS = "_steps"
 MARKER_SCHEMA = ("step string, frames array<string>, report string, input string, started_at timestamp, "
                  "finished_at timestamp")
 RUN, FINISHED = "run", "finished"     # marker rows that are not steps
@@ -115,6 +122,7 @@ class Persisted:
         self.output = output
         self.root = paths.join(paths.qualified(output), RUNS_DIR, run_id)
         self.markers = paths.join(self.root, MARKERS)
+        self.delta_markers = paths.join(self.root, DELTA_MARKERS)
         self._done = self._read_markers()
 
     # -------------------------------------------------------------- the run's own record
@@ -182,24 +190,44 @@ class Persisted:
         return self.spark.read.format("delta").load(paths.join(self.root, step, frame))
 
     def _mark(self, step: str, marker: _Marker) -> None:
-        row = [(step, marker.frames, marker.report.to_json(), marker.input, marker.started_at,
-                datetime.now(timezone.utc))]
-        self.spark.createDataFrame(row, MARKER_SCHEMA).write.format("delta").mode("append").save(self.markers)
+        record = {"step": step, "frames": marker.frames, "report": marker.report.to_json(), "input": marker.input,
+                  "started_at": marker.started_at.isoformat() if marker.started_at else None,
+                  "finished_at": datetime.now(timezone.utc).isoformat()}
+        paths.write_text(self.spark, paths.join(self.markers, f"{step}.json"), json.dumps(record))
         self._done[step] = marker
 
     def _read_markers(self) -> dict[str, _Marker]:
-        if not paths.is_delta(self.spark, self.markers):
-            return {}
-        table = self.spark.read.format("delta").load(self.markers)
+        found: list[tuple[datetime, str, _Marker]] = []
+        if paths.is_delta(self.spark, self.delta_markers):
+            found += self._read_delta_markers()
+        for name in paths.children(self.spark, self.markers):
+            if name.startswith(".") or not name.endswith(".json"):   # the local FileSystem's .crc files
+                continue
+            try:
+                text = paths.read_text(self.spark, paths.join(self.markers, name))
+            except Exception as exc:
+                if not _torn(exc):    # the store itself failing is not a step left unfinished
+                    raise
+                continue
+            try:
+                r = json.loads(text)
+                marker = _Marker(list(r["frames"] or []), StepReport.from_json(r["report"]), r["input"],
+                                 _parsed(r["started_at"]))
+                found.append((_parsed(r["finished_at"]), r["step"], marker))
+            except (ValueError, KeyError, TypeError):   # torn by a crash while written: the step did not finish
+                continue
+        return {step: marker for _, step, marker in sorted(found, key=lambda f: f[0])}
+
+    def _read_delta_markers(self) -> list[tuple[datetime, str, _Marker]]:
+        """Markers of a run recorded by an earlier version: rows of a Delta table."""
+        table = self.spark.read.format("delta").load(self.delta_markers)
         if "report" not in table.columns:
             # Markers of the layout before report.py (counts/notes/seconds columns).
             raise UserError(f"run {self.run_id} under {self.output} was recorded by an older newsdedup; "
                             "it cannot be resumed by this version: start the run again")
-        done: dict[str, _Marker] = {}
-        for r in table.orderBy("finished_at").collect():   # a handful of rows, one per finished step
-            done[r["step"]] = _Marker(list(r["frames"] or []), StepReport.from_json(r["report"]),
-                                      r["input"], _utc(r["started_at"]))
-        return done
+        return [(_utc(r["finished_at"]), r["step"],
+                 _Marker(list(r["frames"] or []), StepReport.from_json(r["report"]), r["input"], _utc(r["started_at"])))
+                for r in table.collect()]   # a handful of rows, one per finished step
 
     def finish(self, keep_frames: bool = False) -> None:
         """Mark the run finished; its intermediate frames were only kept for --resume and go now."""
@@ -208,6 +236,16 @@ class Persisted:
                 paths.delete(self.spark, paths.join(self.root, step))
         if FINISHED not in self._done:
             self._mark(FINISHED, _Marker([], StepReport()))
+
+
+def _torn(exc: BaseException) -> bool:
+    """A marker file cut short by a crash: its checksum (the local FileSystem's .crc) or length is wrong."""
+    text = paths.java_failure_text(exc) or ""
+    return "ChecksumException" in text or "EOFException" in text
+
+
+def _parsed(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
 
 
 def _utc(ts: datetime | None) -> datetime | None:

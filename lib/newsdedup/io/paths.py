@@ -98,6 +98,29 @@ def delete(spark: "SparkSession", path: str) -> None:
             fs.delete(hpath, True)
 
 
+def write_text(spark: "SparkSession", path: str, text: str) -> None:
+    """One small file at path (replaced if there), through the path's own FileSystem."""
+    with store_errors(path):
+        fs, hpath = _fs(spark, path)
+        stream = fs.create(hpath, True)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+
+def read_text(spark: "SparkSession", path: str) -> str:
+    """The whole of a small file at path, as UTF-8 text."""
+    with store_errors(path):
+        fs, hpath = _fs(spark, path)
+        stream = fs.open(hpath)
+        try:
+            data = spark.sparkContext._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+        finally:
+            stream.close()
+        return bytes(data).decode("utf-8")
+
+
 def is_delta(spark: "SparkSession", path: str) -> bool:
     """A Delta table at path (a _delta_log with a commit), on any Hadoop FileSystem."""
     from delta.tables import DeltaTable
