@@ -12,7 +12,7 @@ import statistics
 import sys
 from pathlib import Path
 
-STEPS = ("check_input", "prepare", "url", "content", "simhash", "components", "write_delta", "optimize_delta")
+STEPS = ("check_input", "prepare", "closure", "url", "content", "simhash", "components", "write_delta", "optimize_delta")
 
 
 def runs(work: Path) -> list[dict]:
