@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from .base import ExactKeyStage
+from .codepoints import per_machine
 from .nfkc import nfkc
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def body_text(body: str | None, patterns: Sequence[str], max_chars: int = 200) -
     return " ".join(line for line in lines if line and not is_boilerplate(line, rx, max_chars))
 
 
-@lru_cache(maxsize=1)
+@per_machine
 def _whitespace() -> np.ndarray:
     """str.isspace (what str.split() splits on) for every code point up to the last whitespace one."""
     space = [cp for cp in range(0x110000) if chr(cp).isspace()]

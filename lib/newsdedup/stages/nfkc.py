@@ -21,11 +21,13 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
+from .codepoints import per_machine
+
 _HANGUL_V = (0x1161, 0x1175)
 _HANGUL_T = (0x11A8, 0x11C2)
 
 
-@lru_cache(maxsize=1)
+@per_machine
 def tables() -> tuple[np.ndarray, np.ndarray]:
     """(ccc, flags) per code point. flags: 1 not NFKC-stable alone; 2 composes with a predecessor;
     8 of those, a class-0 second half (composes only with the character right before it);

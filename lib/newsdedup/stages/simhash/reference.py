@@ -3,7 +3,8 @@
 Everything stage 3 stores or compares is defined here one document at a time,
 readably; kernels.py computes the same values compiled for a whole Arrow batch
 and tests/fingerprint_reference.py pins both to the same bits. This module
-imports nothing of Spark or numba and no other module of the package.
+imports nothing of Spark or numba, and of the package only stages.codepoints
+(its per-code-point tables are built once per machine).
 
 Features are word shingles for English (word order carries the signal, words are
 short and many) and character n-grams for Bangla (rich inflection and
@@ -44,6 +45,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..codepoints import per_machine
+
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)      # odd multiplier (golden ratio): n-gram chains, set hashes
 _C1 = np.uint64(0xBF58476D1CE4E5B9)
 _C2 = np.uint64(0x94D049BB133111EB)
@@ -62,7 +65,7 @@ def mix64(x: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- characters
 
-@lru_cache(maxsize=1)
+@per_machine
 def char_classes() -> tuple[np.ndarray, np.ndarray]:
     """(is_word, is_text) for every code point.
 
@@ -271,7 +274,7 @@ def names_of(text: str) -> list[str]:
     return sorted(names)
 
 
-@lru_cache(maxsize=1)
+@per_machine
 def evidence_classes() -> np.ndarray:
     """For every code point, the classes numbers_of and names_of test, as bits of a uint8: 1 what re's
     \\w matches, 2 what re's \\d matches, 4 str.isspace, 8 _SENTENCE_END, 16 _NUMBER_SEPARATORS,
