@@ -16,7 +16,6 @@ and by test (tests/test_properties.py compares the two on generated text).
 from __future__ import annotations
 
 import unicodedata
-from functools import lru_cache
 
 import numpy as np
 from numba import njit
