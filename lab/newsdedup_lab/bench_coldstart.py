@@ -5,7 +5,8 @@ worker, every `newsdedup check` and every test process pays before its first doc
 
 Each measurement is a fresh interpreter with PYTHONPATH=<lib>:<this lab>, base and new alternating:
 the seconds to import the job, to build `prepare.Keys`, to prepare its first 10 documents, and
-then 2,000 more (the steady rate). The documents are synthetic (synth.generate, seed 7).
+then 2,000 more (the steady rate). The documents are synthetic (synth.generate, seed 7), shaped
+as prepare's UDF receives them (bench_prepare.udf_batches).
 """
 
 from __future__ import annotations
@@ -25,24 +26,14 @@ LAB = Path(__file__).resolve().parents[1]
 def side(n_first: int, n_more: int) -> dict[str, float]:
     """In this (fresh) process: the seconds of each part (the module docstring)."""
     t0 = time.perf_counter()
-    import pyarrow as pa
-
     from newsdedup import prepare
     from newsdedup.config import load_config
     t1 = time.perf_counter()
     conf = load_config(overrides={"semantic": {"enabled": False}})
     keys = prepare.Keys(conf)
     t2 = time.perf_counter()
-    from .synth import generate
-    docs = generate(n_first + n_more, seed=7)[0]
-    names, arrays = [], []
-    for c in prepare.TEXT_COLUMNS:
-        col = docs[c].combine_chunks().cast(pa.string()) if c in docs.column_names else pa.nulls(docs.num_rows,
-                                                                                                pa.string())
-        arrays += [col, pa.nulls(docs.num_rows, pa.binary())]
-        names += [c, f"{c}_raw"]
-    arrays.append(pa.nulls(docs.num_rows, pa.string()))
-    names.append("published_at_flag")
+    from .bench_prepare import udf_batches
+    (arrays,), names = udf_batches(n_first + n_more, 7, n_first + n_more)
 
     def timed(a: int, b: int) -> float:
         s = time.perf_counter()
