@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYSPARK_PYTHON="$PWD/.venv/bin/python"
 # Everything runs, the standalone-cluster test included (a master and two workers on
-# 127.0.0.1, spark-submit with the packaged zip: 4.4 min on a quiet 2-core machine, 8.1 min
+# 127.0.0.1, spark-submit with the packaged zip: 4.4 min in an earlier measurement, 8.1 min
 # beside a benchmark). The whole suite took 89 min on the 2-core development machine on
 # 2026-12-06 with a benchmark beside it for its first 20 min; CI's last runs took 59-82 min,
 # setup included. Select a part as with pytest: ./scripts/test.sh -m "not cluster".
