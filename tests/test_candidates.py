@@ -126,3 +126,38 @@ def test_last_run_start_is_where_the_last_bucket_begins():
     assert last_run_start(b, zero, zero) == 2
     assert last_run_start(np.array([7, 7]), zero[:2], zero[:2]) == 0
     assert last_run_start(b, zero, np.array([0, 0, 0, 1, 1], np.int32)) == 3
+
+
+# Run in a fresh Python as a Spark worker runs it: the scan's function arrives pickled, is called on
+# one sorted batch, and the module's own kernel (the one numba caches on disk) says whether it ran.
+_WORKER = """
+import pickle, sys
+import numpy as np, pyarrow as pa
+scan = pickle.loads(sys.stdin.buffer.read())
+n = 6
+batch = pa.RecordBatch.from_pydict({"bucket": np.arange(n, dtype=np.int64) // 2, "found_by": np.zeros(n, np.int32),
+                                    "slot": np.zeros(n, np.int32), "lang_code": np.zeros(n, np.int32),
+                                    "fp": np.zeros(n, np.int64), "id": np.arange(n, dtype=np.int64)})
+pairs = pa.Table.from_batches(list(scan([batch])))
+from newsdedup.stages.simhash import candidates
+print(pairs.num_rows, len(candidates.bucket_pairs.signatures))
+"""
+
+
+def test_a_worker_runs_the_scan_with_the_module_kernel_and_its_disk_cache():
+    """Spark pickles the scan's closure by value. A compiled kernel it names directly travels with it
+    as a copy that every Python worker compiles again (6.5 s each, the on-disk cache unused); the
+    scan must reach its kernel through the imported module."""
+    import subprocess
+    import sys
+
+    from pyspark import cloudpickle
+
+    from newsdedup.stages.simhash.candidates import _scan
+
+    payload = cloudpickle.dumps(_scan(load_config().simhash, True))
+    done = subprocess.run([sys.executable, "-c", _WORKER], input=payload, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    pairs, module_kernel_signatures = map(int, done.stdout.split())
+    assert pairs == 3                       # one pair per two-row bucket: the scan ran
+    assert module_kernel_signatures == 1    # ... on the module's kernel, not a pickled copy

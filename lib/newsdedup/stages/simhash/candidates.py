@@ -315,24 +315,32 @@ def _language_tables(sim_conf: "SimhashConfig") -> tuple[np.ndarray, np.ndarray,
 PAIR_SCHEMA = "a long, b long, lang_code int, found_by int, distance int, split boolean"
 
 
+def _pairs_batch(cols: dict[str, np.ndarray], tables: tuple[np.ndarray, ...], max_bucket: int,
+                 with_tables: bool) -> pa.RecordBatch:
+    """The pairs and split ids of sorted rows holding whole buckets, as PAIR_SCHEMA.
+
+    Module level on purpose: Spark pickles _scan's closure by value, and a compiled kernel it
+    named directly would travel with it and be compiled again in every Python worker (6.5 s
+    each, its on-disk cache unused); named from here it is imported, cache and all."""
+    max_hamming, masks, n_masks, minhash_max = tables
+    a, b, c, p, d, sid, s_found_by = bucket_pairs(cols["bucket"], cols["found_by"], cols["slot"], cols["lang_code"],
+                                                  cols["fp"], cols["id"], max_hamming, masks, n_masks, minhash_max,
+                                                  max_bucket, with_tables)
+    return pa.RecordBatch.from_pydict({
+        "a": np.concatenate((a, sid)), "b": np.concatenate((b, np.full(len(sid), -1, np.int64))),
+        "lang_code": np.concatenate((c, np.zeros(len(sid), np.int32))),
+        "found_by": np.concatenate((p, s_found_by)),
+        "distance": np.concatenate((d, np.zeros(len(sid), np.int32))),
+        "split": np.concatenate((np.zeros(len(a), np.bool_), np.ones(len(sid), np.bool_)))})
+
+
 def _scan(sim_conf: "SimhashConfig", with_tables: bool):
     """mapInArrow function: the pairs of every bucket of a partition sorted by (bucket, found_by, slot, fp, id).
 
     Arrow batches cut a partition anywhere, so the last bucket of a batch is carried into the next."""
-    max_hamming, masks, n_masks, minhash_max = _language_tables(sim_conf)
+    tables = _language_tables(sim_conf)
+    max_bucket = sim_conf.max_band_bucket
     names = ("bucket", "found_by", "slot", "lang_code", "fp", "id")
-
-    def pairs_of(cols: dict[str, np.ndarray]) -> pa.RecordBatch:
-        a, b, c, p, d, sid, s_found_by = bucket_pairs(cols["bucket"], cols["found_by"], cols["slot"],
-                                                      cols["lang_code"], cols["fp"], cols["id"], max_hamming,
-                                                      masks, n_masks, minhash_max, sim_conf.max_band_bucket,
-                                                      with_tables)
-        return pa.RecordBatch.from_pydict({
-            "a": np.concatenate((a, sid)), "b": np.concatenate((b, np.full(len(sid), -1, np.int64))),
-            "lang_code": np.concatenate((c, np.zeros(len(sid), np.int32))),
-            "found_by": np.concatenate((p, s_found_by)),
-            "distance": np.concatenate((d, np.zeros(len(sid), np.int32))),
-            "split": np.concatenate((np.zeros(len(a), np.bool_), np.ones(len(sid), np.bool_)))})
 
     def run(batches):
         carry: dict[str, np.ndarray] | None = None
@@ -345,9 +353,9 @@ def _scan(sim_conf: "SimhashConfig", with_tables: bool):
             cut = last_run_start(cols["bucket"], cols["found_by"], cols["slot"])
             carry = {name: v[cut:] for name, v in cols.items()}
             if cut:
-                yield pairs_of({name: v[:cut] for name, v in cols.items()})
+                yield _pairs_batch({name: v[:cut] for name, v in cols.items()}, tables, max_bucket, with_tables)
         if carry is not None and len(carry["bucket"]):
-            yield pairs_of(carry)
+            yield _pairs_batch(carry, tables, max_bucket, with_tables)
     return run
 
 
