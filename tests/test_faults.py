@@ -103,9 +103,9 @@ def _clustering(ctx: Ctx) -> Callable[[], bool]:
 
 
 FAULTS = [
-    # The first of prepare's two frames is committed, the second not.
+    # The first of prepare's two frames is committed (a local output keeps them as Parquet), the second not.
     Fault("kill in prepare", "prepare",
-          _when(lambda c: commit(c.out / runstate.RUNS_DIR / c.run_id / "prepare" / "prepared", 0))),
+          _when(lambda c: c.out / runstate.RUNS_DIR / c.run_id / "prepare" / "prepared" / "_SUCCESS")),
     Fault("kill in url", "url", lambda c: (lambda: True)),
     Fault("kill in content", "content", lambda c: (lambda: True)),
     Fault("kill in stage 3's clustering", "simhash", _clustering),

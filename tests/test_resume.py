@@ -201,3 +201,42 @@ def test_a_marker_torn_by_a_crash_leaves_its_step_unfinished(spark, tmp_path):
     assert runstate.Persisted(spark, out, "torn").completed() == ["prepare", "content"]
     (folder / ".url.json.crc").unlink()
     assert runstate.Persisted(spark, out, "torn").completed() == ["prepare", "content"]
+
+
+def test_frames_are_parquet_on_a_filesystem_and_delta_on_an_object_store():
+    assert runstate.frame_format("/data/out") == "parquet"
+    assert runstate.frame_format("file:///data/out") == "parquet"
+    assert runstate.frame_format("hdfs://nn/dedup") == "parquet"
+    # A Parquet commit renames its files: on an object store that is a copy of every byte.
+    for uri in ("s3a://archive/dedup", "gs://archive/dedup", "abfss://c@acct.dfs.core.windows.net/dedup"):
+        assert runstate.frame_format(uri) == "delta"
+
+
+def test_a_local_run_keeps_parquet_frames_and_resumes_a_run_whose_frames_are_delta(spark, tmp_path):
+    """Runs recorded before the frames' format was chosen wrote Delta tables and markers without a
+    format: those frames are read back as Delta. A Delta frame written twice (a killed attempt, then
+    the finished one) holds both attempts' files; read as Parquet it would return both."""
+    from datetime import datetime, timezone
+
+    out, now = str(tmp_path / "out"), datetime.now(timezone.utc)
+    state = runstate.Persisted.start(spark, out, "fresh", "/in", now)
+    done = state.step("prepare", lambda: runstate.StepOutput({"prepared": spark.range(3)}))
+    frame = tmp_path / "out" / runstate.RUNS_DIR / "fresh" / "prepare" / "prepared"
+    assert (frame / "_SUCCESS").exists() and not (frame / "_delta_log").exists()
+    assert sorted(r.id for r in done.frames["prepared"].collect()) == [0, 1, 2]
+
+    older = runstate.Persisted.start(spark, out, "older", "/in", now)
+    older.format = "delta"
+    older.step("url", lambda: runstate.StepOutput({"links": spark.range(10, 13)}))      # the killed attempt
+    older._done.pop("url")
+    older.step("url", lambda: runstate.StepOutput({"links": spark.range(3)}))
+    marker = tmp_path / "out" / runstate.RUNS_DIR / "older" / runstate.MARKERS / "url.json"
+    record = json.loads(marker.read_text())
+    del record["format"]                      # as versions before the choice wrote it
+    marker.write_text(json.dumps(record))
+    (marker.parent / ".url.json.crc").unlink()
+
+    resumed = runstate.Persisted.resume(spark, out, "older")
+    outcome = resumed.step("url", lambda: pytest.fail("a finished step was computed again"))
+    assert outcome.resumed
+    assert sorted(r.id for r in outcome.frames["links"].collect()) == [0, 1, 2]

@@ -3,8 +3,9 @@
 One mechanism for every step of a run (prepare, each stage, the Delta write):
 `step(name, compute, measure=...)` runs `compute()` unless the step is already
 done. `compute` returns a `StepOutput`: the DataFrames the step produced and
-the step's own `StepReport`. The frames are persisted as Delta tables under
-`<output>/_runs/<run_id>/<step>/<frame>`, `measure` reads counters from the
+the step's own `StepReport`. The frames are persisted under
+`<output>/_runs/<run_id>/<step>/<frame>` (Parquet on a local disk or HDFS, Delta
+tables on object stores: `frame_format`), `measure` reads counters from the
 frames as written, and then the step's completion marker is written: one small
 JSON file, `<output>/_runs/<run_id>/_markers/<step>.json`, holding the frame
 names and the step's report. A resumed run reads the frames back and returns
@@ -47,7 +48,18 @@ MARKER_SCHEMA = ("step string, frames array<string>, report string, input string
                  "finished_at timestamp")
 RUN, FINISHED = "run", "finished"     # marker rows that are not steps
 Frames = dict[str, "DataFrame"]
+# Outputs whose frames are written as Parquet: filesystems where a rename is a metadata operation,
+# so a Parquet write commits by renaming its task files. There a Delta commit costs a small frame
+# more than its data (its log, checksum and snapshot: 1.2 s a frame here, 12 s of a fresh sample
+# run). On object stores a rename copies every byte, and the prepared frame holds every text:
+# there the frames stay Delta tables, which commit by writing one log file.
+PARQUET_SCHEMES = (None, "file", "hdfs")     # None: a plain local path
 Measure = Callable[[Frames], dict[str, int]]
+
+
+def frame_format(output: str) -> str:
+    """How a run under output keeps its frames: "parquet" or "delta" (PARQUET_SCHEMES)."""
+    return "parquet" if paths.scheme(output) in PARQUET_SCHEMES else "delta"
 
 
 class UnknownRunError(UserError):
@@ -111,6 +123,8 @@ class _Marker:
     report: StepReport
     input: str | None = None
     started_at: datetime | None = None
+    # How the step's frames were written; runs recorded before there was a choice wrote Delta.
+    format: str = "delta"
 
 
 class Persisted:
@@ -123,6 +137,7 @@ class Persisted:
         self.root = paths.join(paths.qualified(output), RUNS_DIR, run_id)
         self.markers = paths.join(self.root, MARKERS)
         self.delta_markers = paths.join(self.root, DELTA_MARKERS)
+        self.format = frame_format(output)
         self._done = self._read_markers()
 
     # -------------------------------------------------------------- the run's own record
@@ -167,9 +182,10 @@ class Persisted:
         if name in self._done:
             done = self._done[name]
             progress.line(f"{name}: done in an earlier attempt, reusing it{_sep(summary(done.report))}")
-            return StepOutcome({f: self._read(name, f) for f in done.frames}, done.report, resumed=True)
+            return StepOutcome({f: self._read(name, f, done.format) for f in done.frames}, done.report,
+                               resumed=True)
         outcome = _run_step(name, compute, lambda frames: self._write_all(name, frames), summary, measure)
-        self._mark(name, _Marker(sorted(outcome.frames), outcome.report))
+        self._mark(name, _Marker(sorted(outcome.frames), outcome.report, format=self.format))
         return outcome
 
     def _write_all(self, step: str, frames: Frames) -> Frames:
@@ -180,17 +196,20 @@ class Persisted:
         with its text) left the write of the documents table without the heap it needed
         (OutOfMemoryError at 200k documents in a 2g local driver)."""
         for name, df in frames.items():
-            df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
-                paths.join(self.root, step, name))
+            writer = df.write.format(self.format).mode("overwrite")
+            if self.format == "delta":
+                writer = writer.option("overwriteSchema", "true")
+            writer.save(paths.join(self.root, step, name))
         for df in frames.values():
             df.unpersist()
-        return {name: self._read(step, name) for name in frames}
+        return {name: self._read(step, name, self.format) for name in frames}
 
-    def _read(self, step: str, frame: str) -> "DataFrame":
-        return self.spark.read.format("delta").load(paths.join(self.root, step, frame))
+    def _read(self, step: str, frame: str, fmt: str) -> "DataFrame":
+        return self.spark.read.format(fmt).load(paths.join(self.root, step, frame))
 
     def _mark(self, step: str, marker: _Marker) -> None:
-        record = {"step": step, "frames": marker.frames, "report": marker.report.to_json(), "input": marker.input,
+        record = {"step": step, "frames": marker.frames, "format": marker.format,
+                  "report": marker.report.to_json(), "input": marker.input,
                   "started_at": marker.started_at.isoformat() if marker.started_at else None,
                   "finished_at": datetime.now(timezone.utc).isoformat()}
         paths.write_text(self.spark, paths.join(self.markers, f"{step}.json"), json.dumps(record))
@@ -212,7 +231,7 @@ class Persisted:
             try:
                 r = json.loads(text)
                 marker = _Marker(list(r["frames"] or []), StepReport.from_json(r["report"]), r["input"],
-                                 _parsed(r["started_at"]))
+                                 _parsed(r["started_at"]), r.get("format", "delta"))
                 found.append((_parsed(r["finished_at"]), r["step"], marker))
             except (ValueError, KeyError, TypeError):   # torn by a crash while written: the step did not finish
                 continue
