@@ -224,6 +224,8 @@ def test_a_local_run_keeps_parquet_frames_and_resumes_a_run_whose_frames_are_del
     frame = tmp_path / "out" / runstate.RUNS_DIR / "fresh" / "prepare" / "prepared"
     assert (frame / "_SUCCESS").exists() and not (frame / "_delta_log").exists()
     assert sorted(r.id for r in done.frames["prepared"].collect()) == [0, 1, 2]
+    written = tmp_path / "out" / runstate.RUNS_DIR / "fresh" / runstate.MARKERS
+    assert {json.loads((written / f"{m}.json").read_text())["format"] for m in ("run", "prepare")} == {"parquet"}
 
     older = runstate.Persisted.start(spark, out, "older", "/in", now)
     older.format = "delta"

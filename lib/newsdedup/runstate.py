@@ -50,8 +50,8 @@ RUN, FINISHED = "run", "finished"     # marker rows that are not steps
 Frames = dict[str, "DataFrame"]
 # Outputs whose frames are written as Parquet: filesystems where a rename is a metadata operation,
 # so a Parquet write commits by renaming its task files. There a Delta commit costs a small frame
-# more than its data (its log, checksum and snapshot: 1.2 s a frame here, 12 s of a fresh sample
-# run). On object stores a rename copies every byte, and the prepared frame holds every text:
+# more than its data (its log, checksum and snapshot: 1.1-1.9 s a frame here, newsdedup_lab.bench_frames;
+# about 12 s of a fresh sample run). On object stores a rename copies every byte, and the prepared frame holds every text:
 # there the frames stay Delta tables, which commit by writing one log file.
 PARQUET_SCHEMES = (None, "file", "hdfs")     # None: a plain local path
 Measure = Callable[[Frames], dict[str, int]]
@@ -151,7 +151,8 @@ class Persisted:
             raise UserError(f"run id {run_id} has already finished under {output}; "
                             "a new run needs a new id (see the runs table)")
         if RUN not in state._done:
-            state._mark(RUN, _Marker([], StepReport(), input=input_path, started_at=started_at))
+            state._mark(RUN, _Marker([], StepReport(), input=input_path, started_at=started_at,
+                                     format=state.format))
         return state
 
     @classmethod
@@ -254,7 +255,7 @@ class Persisted:
             for step in self.completed():
                 paths.delete(self.spark, paths.join(self.root, step))
         if FINISHED not in self._done:
-            self._mark(FINISHED, _Marker([], StepReport()))
+            self._mark(FINISHED, _Marker([], StepReport(), format=self.format))
 
 
 def _torn(exc: BaseException) -> bool:
