@@ -134,14 +134,38 @@ def test_fingerprints_do_not_depend_on_the_rest_of_the_batch(spark, conf):
 
 
 @pytest.mark.slow
-def test_another_slice_order_ends_the_same(runs, spark, conf, tmp_path):
-    """Oldest slice first, then the newest: the same active links again (Delta only)."""
+def test_another_slice_order_in_one_job_ends_the_same(runs, spark, conf, tmp_path):
+    """Oldest slice first, then the newest, as one multi-slice job (Delta only): the same active links
+    again, each slice a run of its own, and OPTIMIZE once, after the last."""
     root, _, _, _, _, _ = runs
     out = str(tmp_path / "other_order")
-    for k in (0, 2, 1):
-        job.run(spark, str(root / f"slice{k}.parquet"), out, conf, load_pg=False)
+    finished = []
+    reports = job.run_slices(spark, [str(root / f"slice{k}.parquet") for k in (0, 2, 1)], out, conf,
+                             load_pg=False, on_report=lambda path, report: finished.append(path))
     whole = keyset(store.read(spark, str(root / "full"), "duplicate_links").collect())
     assert keyset(store.active_links(spark, out).collect()) == whole
+    assert finished == [str(root / f"slice{k}.parquet") for k in (0, 2, 1)]
+    runs_table = store.read(spark, out, "runs").select("run_id", "input").collect()
+    assert sorted((r["run_id"], r["input"]) for r in runs_table) == sorted(
+        (r.run_id, p) for r, p in zip(reports, finished))
+    assert len({r.run_id for r in reports}) == 3
+    assert reports[1].counts["existing_documents"] == reports[0].counts["documents"]   # incremental
+    assert ["optimize_delta" in r.seconds for r in reports] == [False, False, True]
+
+
+def test_a_failed_slice_leaves_the_slices_before_it_and_says_how_to_go_on(runs, spark, conf, tmp_path):
+    root, _, _, _, _, _ = runs
+    out, first, missing, last = (str(tmp_path / "out"), str(root / "slice2.parquet"),
+                                 str(tmp_path / "no_such_slice.parquet"), str(root / "slice1.parquet"))
+    with pytest.raises(job.SliceFailed) as err:
+        job.run_slices(spark, [first, missing, last], out, conf, load_pg=False)
+    message = str(err.value)
+    assert message.startswith(f"slice 2 of 3 ({missing}): ")
+    # The missing slice failed before its run was recorded: nothing to resume, submit it and the rest again.
+    assert message.splitlines()[-1].startswith("slices 1-1 are written (runs ")
+    assert message.endswith(f"go on with: newsdedup run --input {missing} {last}")
+    stored = store.read(spark, out, "documents").count()
+    assert stored == pd.read_parquet(first).shape[0]
 
 
 # ---------------------------------------------------------------- write_links, link by link

@@ -117,6 +117,16 @@ def test_cli_missing_column_is_a_clear_error(spark, tmp_path, capsys):
     assert "missing required column(s): published_at, source, body or html" in err
 
 
+@pytest.mark.parametrize("flag", [["--resume", "20261206T000000Z-abcdef"], ["--dry-run"]])
+def test_cli_several_slices_refuse_resume_and_dry_run(tmp_path, capsys, flag):
+    code = cli.main(["run", "--input", "a.parquet", "b.parquet", "--output", str(tmp_path / "o"), "--no-postgres",
+                     "--no-semantic", *flag])
+    assert code == 2
+    assert capsys.readouterr().err == ("newsdedup: error: several --input slices exclude --resume and --dry-run: "
+                                       "give one slice\n")
+    assert not (tmp_path / "o").exists()
+
+
 def test_cli_load_dry_run_prints_counts_per_stage(first_run, capsys):
     out, _, report = first_run
     assert cli.main(["load", "--output", str(out), "--dry-run"]) == 0

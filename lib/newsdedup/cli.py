@@ -37,21 +37,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .stages.semantic import embeddings
 
         embeddings.resolve(conf.semantic)   # an unusable stage-4 setup fails before any Spark work
-    if not (args.input or args.resume):
+    inputs = args.input or []
+    if not (inputs or args.resume):
         raise UserError("run needs --input (or --resume RUN_ID)")
+    if len(inputs) > 1 and (args.resume or args.dry_run):
+        # A dry run writes nothing, so its second slice could not see its first; a resumed run is one slice.
+        raise UserError("several --input slices exclude --resume and --dry-run: give one slice")
+    first = inputs[0] if inputs else None
     if args.dry_run:
-        spark = get_spark(conf, "newsdedup-run", [args.input, args.output])
-        print(job.run(spark, args.input, args.output, conf, dry_run=True, resume=args.resume).table())
+        spark = get_spark(conf, "newsdedup-run", [first, args.output])
+        print(job.run(spark, first, args.output, conf, dry_run=True, resume=args.resume).table())
         return 0
     # Lock and Postgres are checked before the JVM starts: a second run or a bad DSN fails in a second.
     with lock.hold(args.output, conf.lock, "newsdedup run"):
         dsn = None if args.no_postgres else pg.resolve_dsn(conf, args.output, args.pg)
         if dsn:
             pg.check_dsn(dsn, need_vector=conf.semantic.enabled, loader=True)
-        spark = get_spark(conf, "newsdedup-run", [args.input, args.output])
-        report = job.run(spark, args.input, args.output, conf, dsn=dsn, load_pg=not args.no_postgres,
-                         resume=args.resume)
-    print(report.table())
+        spark = get_spark(conf, "newsdedup-run", [*inputs, args.output])
+        if len(inputs) > 1:
+            job.run_slices(spark, inputs, args.output, conf, dsn=dsn, load_pg=not args.no_postgres,
+                           on_report=lambda path, report: print(f"slice {path}\n{report.table()}", flush=True))
+        else:
+            print(job.run(spark, first, args.output, conf, dsn=dsn, load_pg=not args.no_postgres,
+                          resume=args.resume).table())
     pgdata = None if args.no_postgres else pg.embedded_pgdata(conf, args.output, args.pg)
     if pgdata is not None:   # what psql or a notebook needs; the password stays in its 0600 file
         from .io.pg_embedded import secret_path
@@ -269,7 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the dedup cascade on a Parquet or Delta snapshot")
     _common(p)
-    p.add_argument("--input", help="Parquet file/dir or Delta table (any Hadoop URI: s3a://, abfss://, ...)")
+    p.add_argument("--input", nargs="+", metavar="PATH",
+                   help="Parquet file/dir or Delta table (any Hadoop URI: s3a://, abfss://, ...); several: a "
+                        "backfill's slices, run in order in one Spark session, each a run of its own")
     p.add_argument("--output", required=True, help="directory (or URI) for the Delta tables")
     p.add_argument("--resume", metavar="RUN_ID", help="continue a crashed run from its first unfinished step")
     p.add_argument("--pg", help="Postgres DSN (default: embedded server under OUTPUT/pgdata)")

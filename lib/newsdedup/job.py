@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -45,8 +46,65 @@ def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config"
         return _run(spark, input_path, output, conf, held, dsn, False, load_pg, run_id, resume)
 
 
+def run_slices(spark: SparkSession, inputs: list[str], output: str, conf: "Config", *, dsn: str | None = None,
+               load_pg: bool = True, on_report: "Callable[[str, RunReport], None]" = lambda path, report: None
+               ) -> list[RunReport]:
+    """A backfill's slices, in order, in this one Spark session: each slice is a run of its own (its
+    run id, report, markers and resume), incremental against the slices before it, exactly as if each
+    had been submitted alone. What the session saves is every fixed cost a fresh job pays again (the
+    JVM, the Python workers and their compiled kernels, the code paths' first use: about half of a 1%
+    slice of 1M documents, docs/benchmarks-incremental.md). OPTIMIZE runs once, after the last slice
+    (with layout.optimize_after_run): compacting between slices only rewrites what the next slice's
+    MERGEs split again. on_report(path, report) is called as each slice finishes.
+
+    A slice that fails stops the job; the slices before it stay written (and reported), and the
+    error says how to go on: resume the failed run, then submit the slices after it.
+    """
+    reports: list[RunReport] = []
+    with lock.hold(output, conf.lock, "newsdedup run") as held:
+        for i, path in enumerate(inputs):
+            last = i == len(inputs) - 1
+            run_id = new_run_id()
+            progress.line(f"slice {i + 1} of {len(inputs)}: {path}")
+            t0 = time.perf_counter()
+            try:
+                report = _run(spark, path, output, conf, held, dsn, False, load_pg, run_id, None, optimize=last)
+            except Exception as exc:
+                try:
+                    started = run_id in runstate.list_runs(spark, output)
+                except Exception:   # the store that failed the slice may fail this too
+                    started = True
+                how = _going_on(inputs, i, run_id if started else None, reports)
+                if isinstance(exc, UserError):
+                    raise SliceFailed(f"slice {i + 1} of {len(inputs)} ({path}): {exc}\n{how}") from exc
+                progress.line(f"slice {i + 1} of {len(inputs)} ({path}) failed; {how}")   # a bug keeps its trace
+                raise
+            if not last and conf.layout.optimize_after_run:
+                report.notes.append("OPTIMIZE deferred to the job's last slice")
+            reports.append(report)
+            progress.finished(f"slice {i + 1} of {len(inputs)}", time.perf_counter() - t0, report.run_id)
+            on_report(path, report)
+    return reports
+
+
+class SliceFailed(UserError):
+    """A slice of a multi-slice run failed; the message names what is written and how to go on."""
+
+
+def _going_on(inputs: list[str], i: int, started: str | None, done: list[RunReport]) -> str:
+    """What a multi-slice run that failed at slice i left, and the commands that go on from it
+    (started: the failed slice's run id when its run was recorded, so it can be resumed)."""
+    went = (f"slices 1-{i} are written (runs {', '.join(r.run_id for r in done)}); " if done
+            else "no slice is written; ")
+    if started is None:
+        return f"{went}go on with: newsdedup run --input {' '.join(inputs[i:])}"
+    rest = f"; then: newsdedup run --input {' '.join(inputs[i + 1:])}" if i + 1 < len(inputs) else ""
+    return f"{went}go on with: newsdedup run --resume {started} (same --output, --pg and --conf){rest}"
+
+
 def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config", held: "lock.OutputLock | None",
-         dsn: str | None, dry_run: bool, load_pg: bool, run_id: str | None, resume: str | None) -> RunReport:
+         dsn: str | None, dry_run: bool, load_pg: bool, run_id: str | None, resume: str | None,
+         optimize: bool = True) -> RunReport:
     paths.check_reachable(spark, output)   # a wrong endpoint or missing key fails here, in one line
     if not dry_run:
         store.check_new_or_ours(spark, output)
@@ -87,7 +145,8 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
                                      for b in given.skipped], store.table_path(output, "skipped_files"))
     progress.line(f"run {report.run_id}: {input_path} -> {output}")
     try:
-        return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state)
+        return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state,
+                      optimize)
     except Exception as exc:
         if not dry_run:
             _resumable(exc, output, report.run_id)
@@ -116,7 +175,7 @@ def _resumable(exc: Exception, output: str, run_id: str) -> None:
 
 def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | None", dsn: str | None,
            dry_run: bool, load_pg: bool, input_path: str, now: datetime, report: RunReport,
-           state: "runstate.Persisted | None") -> RunReport:
+           state: "runstate.Persisted | None", optimize: bool = True) -> RunReport:
     """The run's steps, its Delta write and Postgres load, and its record."""
     with progress.TaskLine(spark):
         # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
@@ -126,7 +185,7 @@ def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | Non
             return report
         if held is not None:
             held.ensure_held()   # a run that stalled and lost its lock writes nothing
-        changed = _write(spark, result, output, conf, report, now, state)
+        changed = _write(spark, result, output, conf, report, now, state, optimize)
         if load_pg:
             written = None
             if result.scope is not None and changed is not None:   # an incremental run loads what it changed
@@ -153,8 +212,9 @@ def _report_skipped(report: RunReport, given: Input, output: str) -> None:
 
 
 def _write(spark, result, output: str, conf: "Config", report: RunReport, now: datetime,
-           state: "runstate.Persisted") -> "DataFrame | None":
-    """The three Delta writes, then OPTIMIZE; each is idempotent, so a step killed half-way is simply repeated.
+           state: "runstate.Persisted", optimize: bool = True) -> "DataFrame | None":
+    """The three Delta writes, then OPTIMIZE (unless optimize is False: a slice before a multi-slice
+    run's last); each is idempotent, so a step killed half-way is simply repeated.
 
     Returns the keys of the links the write changed (kept with the step, for a resumed load)."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
@@ -183,7 +243,7 @@ def _write(spark, result, output: str, conf: "Config", report: RunReport, now: d
 
     done = state.step("write_delta", write, lambda r: f"{r.counts['links.new']} new links")
     report.add(done.report)
-    if conf.layout.optimize_after_run:
+    if conf.layout.optimize_after_run and optimize:
         opt = state.step("optimize_delta", lambda: StepOutput({}, layout.optimize_tables(spark, output, conf.layout)),
                          lambda r: " ".join(f"{t}: {r.counts[f'files.{t}.before']}->{r.counts[f'files.{t}.after']} files"
                                             for t in layout.OPTIMIZED_TABLES if f"files.{t}.after" in r.counts))
