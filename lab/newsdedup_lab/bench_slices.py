@@ -10,6 +10,8 @@ each side, runs the slices in order on it (stage 4 off, no Postgres), alternatin
 and prints per slice the wall time (the fresh side from outside the process, the job side from the job's
 own "slice i of k: done in" line, plus the job's total from outside), the step timings, and whether both
 sides end with the same active links. With --full, a fresh full run over ARCHIVE first, for the ratio.
+With --base-lib BASE/lib, the other side is the same multi-slice job on another revision (an A/B of the
+job's code) instead of the fresh processes.
 """
 
 from __future__ import annotations
@@ -59,9 +61,9 @@ def make(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cli(argv: list[str], log: Path) -> tuple[int, float]:
+def _cli(argv: list[str], log: Path, lib: str | None = None) -> tuple[int, float]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYSPARK_PYTHON=sys.executable,
-               PYTHONPATH=str(HERE / "lib"))
+               PYTHONPATH=lib or str(HERE / "lib"))
     t0 = time.perf_counter()
     with log.open("w") as out:
         rc = subprocess.call([sys.executable, "-m", "newsdedup.cli", *argv], stdout=out, stderr=subprocess.STDOUT,
@@ -98,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
         rows.append(("full", 1, "archive", wall, _steps((work / "full.log").read_text())[0], f"{l0} -> {_load()}"))
         print(f"full rc={rc} wall {wall:.1f}", flush=True)
         shutil.rmtree(out, ignore_errors=True)
+    first = "base" if args.base_lib else "fresh"
     for r in range(1, args.rounds + 1):
-        for side in ("fresh", "job") if r % 2 else ("job", "fresh"):
+        for side in (first, "job") if r % 2 else ("job", first):
             out = work / f"out_{side}"
             shutil.rmtree(out, ignore_errors=True)
             shutil.copytree(args.source, out)
@@ -112,18 +115,19 @@ def run(args: argparse.Namespace) -> int:
                     rows.append((side, r, k, wall, _steps(log.read_text())[0], f"{l0} -> {_load()}"))
                     print(f"round {r} fresh slice {k} rc={rc} wall {wall:.1f}", flush=True)
             else:
-                log = work / f"job_{r}.log"
+                log = work / f"{side}_{r}.log"
                 l0 = _load()
-                rc, wall = _cli(["run", "--input", *args.slices, "--output", str(out), *common], log)
+                rc, wall = _cli(["run", "--input", *args.slices, "--output", str(out), *common], log,
+                                args.base_lib if side == "base" else None)
                 text = log.read_text()
                 walls = [float(m[1]) for m in re.finditer(r"\] slice \d+ of \d+: done in ([\d.]+)s", text)]
                 load = f"{l0} -> {_load()}"
                 for k, (w, steps) in enumerate(zip(walls, _steps(text)), 1):
                     rows.append((side, r, k, w, steps, load))
                 rows.append((side, r, "all (outside)", wall, {}, load))
-                print(f"round {r} job rc={rc} wall {wall:.1f} slices {walls}", flush=True)
+                print(f"round {r} {side} rc={rc} wall {wall:.1f} slices {walls}", flush=True)
     print(_table(rows))
-    print(_same_links(work / "out_fresh", work / "out_job"))
+    print(_same_links(work / f"out_{first}", work / "out_job", first))
     return 0
 
 
@@ -133,14 +137,14 @@ def _table(rows) -> str:
     for side, r, k, wall, steps, load in rows:
         cells = " | ".join(f"{steps[n]:.1f}" if n in steps else "-" for n in STEPS)
         lines.append(f"| {side} | {r} | {k} | {wall:.1f} | {cells} | {load} |")
-    for side in ("fresh", "job"):
+    for side in ("fresh", "base", "job"):
         per = [w for s, _, k, w, _, _ in rows if s == side and isinstance(k, int)]
         if per:
             lines.append(f"\n{side}: slice median {statistics.median(per):.1f} s over {len(per)} slices")
     return "\n".join(lines)
 
 
-def _same_links(a: Path, b: Path) -> str:
+def _same_links(a: Path, b: Path, name: str) -> str:
     from newsdedup.config import load_config
     from newsdedup.io.spark import get_spark
 
@@ -149,7 +153,7 @@ def _same_links(a: Path, b: Path) -> str:
     spark = get_spark(load_config(overrides={"semantic": {"enabled": False}}), "bench-slices")
     ka, kb = active_keys(spark, a), active_keys(spark, b)
     only_a, only_b = ka.exceptAll(kb).count(), kb.exceptAll(ka).count()
-    return (f"active links: {ka.count()} fresh, {kb.count()} job; only in fresh {only_a}, only in job {only_b}")
+    return f"active links: {ka.count()} {name}, {kb.count()} job; only in {name} {only_a}, only in job {only_b}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--work", required=True)
     r.add_argument("--rounds", type=int, default=1)
     r.add_argument("--full", help="the archive's snapshot: time a fresh full run of it first")
+    r.add_argument("--base-lib", help="instead of fresh processes, the same multi-slice job with this lib/ (A/B)")
     r.add_argument("slices", nargs="+")
     r.set_defaults(func=run)
     args = p.parse_args(argv)
