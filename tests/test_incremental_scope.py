@@ -87,24 +87,3 @@ def test_each_relation_brings_in_its_stored_document_and_nothing_else(outcome):
     assert second.counts["existing_documents"] == len(STORED)
     assert [second.counts[k] for k in ("links.total", "unique_documents")] == \
         [full.counts[k] for k in ("links.total", "unique_documents")]
-
-
-def test_archive_rows_reads_each_row_once_and_returns_exactly_the_ids_asked(spark):
-    """The closure's rows come from the scans that verified its pairs (incremental.ArchiveRows): a row
-    already read is never read again, and what comes back is the rows of the ids asked, whole."""
-    import numpy as np
-
-    from newsdedup.incremental import ArchiveRows
-
-    docs = spark.createDataFrame([(i, f"body {i}") for i in range(1, 9)], "id long, body string")
-    read = ArchiveRows(docs)
-
-    def got(ids):
-        return sorted((r["id"], r["body"]) for r in read.of(np.array(ids, np.int64)).collect())
-
-    assert got([]) == [] and not read.frames
-    assert got([2, 5]) == [(2, "body 2"), (5, "body 5")]
-    assert got([5, 7, 42]) == [(5, "body 5"), (7, "body 7")]     # 42: not in the archive
-    assert len(read.frames) == 2 and read.ids.tolist() == [2, 5, 7, 42]   # only 7 and 42 read the second time
-    assert got([2, 7]) == [(2, "body 2"), (7, "body 7")]
-    assert len(read.frames) == 2                                  # nothing read: no third scan

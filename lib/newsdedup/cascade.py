@@ -212,12 +212,13 @@ def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Co
             rows = frontier.select("id", order_date().alias("published_at"), "lang", "title", "body")
             return near_ids(spark, conf, rows, dates, output)
     components, why = _stored_components(spark, archive, conf, output)
-    affected, rows, sizes, passes = incremental.closure(archive.documents, archive.accepted.select("id"), conf,
-                                                        links, near, components)
+    affected, sizes, passes = incremental.closure(archive.documents, archive.accepted.select("id"), conf, links,
+                                                  near, components)
     counts = {"incremental.rounds": len(sizes) - 1, "incremental.slice_documents": sizes[0],
               "incremental.keys_passes": passes, "incremental.by_components": int(components is not None),
               **{f"incremental.round_{i}": n for i, n in enumerate(sizes[1:], start=1)}}
     notes = [f"closure by rounds: {why}"] if why else []
+    rows = incremental.restrict(archive.documents, affected, sum(sizes))
     return runstate.StepOutput({"affected": affected, "archive": rows}, StepReport(counts=counts, notes=notes))
 
 

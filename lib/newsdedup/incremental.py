@@ -103,9 +103,8 @@ baseline, and a way to converge).
 
 Work: the closure keeps the stored keys (no text) in memory for its passes. A pass is one scan
 of them against the frontier's keys and bucket codes, broadcast (round_hits, numpy); only pairs
-to documents not yet in the closure are verified, on text read in one scan together with the rows
-of everything the pass can bring in (ArchiveRows), and the stages' rows come from those reads; the
-closure's ids, the stored components and the active links are numpy arrays on the driver. The stages, the link diff and the documents MERGE see only A and the
+to documents not yet in the closure are verified; the closure's ids, the stored components and
+the active links are numpy arrays on the driver. The stages, the link diff and the documents MERGE see only A and the
 slice. A closure of more than MAX_AFFECTED documents gives up and takes the whole archive.
 """
 
@@ -435,40 +434,10 @@ def _column(df: DataFrame, name: str) -> np.ndarray:
 Near = Callable[[DataFrame], DataFrame]   # frontier documents (archive rows) -> ids stage 4 may pair them with
 
 
-class ArchiveRows:
-    """The archive rows (text included) a closure has read so far, materialised. Verifying a pass's
-    pairs needs the text of their documents, which is a scan of every stored document's text (a
-    broadcast join cannot skip files: ids are spread over all of them); reading, in that same scan,
-    the rows of every document the pass can bring in (the pairs' stored components, the slice) lets
-    the stages' rows at the end come from what was read instead of from a second scan."""
-
-    def __init__(self, docs: DataFrame):
-        self.docs = docs
-        self.ids = np.zeros(0, np.int64)    # sorted: the ids whose rows are in frames
-        self.frames: list[DataFrame] = []
-
-    def of(self, ids: np.ndarray) -> DataFrame:
-        """The rows of ids (those of them in the archive), reading only the ones not read before."""
-        spark = self.docs.sparkSession
-        missing = np.setdiff1d(np.asarray(ids, np.int64), self.ids)
-        if len(missing):
-            self.frames.append(cut_lineage(self.docs.join(_small(_ids_frame(spark, missing), len(missing)),
-                                                          "id", "left_semi")))
-            self.ids = np.union1d(self.ids, missing)
-        if not self.frames:   # nothing asked yet (a slice whose every document was refused)
-            return self.docs.where(F.lit(False))
-        read = self.frames[0]
-        for frame in self.frames[1:]:
-            read = read.unionByName(frame)
-        return read.join(_small(_ids_frame(spark, ids), len(ids)), "id", "left_semi")
-
-
 def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame | None,
-            near: Near | None = None, components: "Components | None" = None
-            ) -> tuple[DataFrame, DataFrame, list[int], int]:
-    """The ids of docs reachable from seeds' ids under the pair relations (module docstring), their rows
-    of docs (materialised: the stages read them several times), the documents each round added (the
-    seeds first), and the passes made over the stored keys.
+            near: Near | None = None, components: "Components | None" = None) -> tuple[DataFrame, list[int], int]:
+    """The ids of docs reachable from seeds' ids under the pair relations (module docstring), the
+    documents each round added (the seeds first), and the passes made over the stored keys.
 
     docs: the archive's rows (at least id, url_hash, content_hash, lang, simhash_w, mh_bands, and what
     `near` reads). links: the active links (None: none stored). near: stage 4's neighbours, when on.
@@ -481,11 +450,9 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
     only its unsettled members (Components) need another pass, and stage 4's neighbours another
     round. Without, every round is a pass. The closure's ids and the active links live on the
     driver: both are small next to the archive. More than MAX_AFFECTED ids: the whole archive
-    (exact too, and cheaper than such a closure). The rows are those a pass read to verify its pairs
-    (ArchiveRows), so the text is scanned once per pass, not once more for the rows.
+    (exact too, and cheaper than such a closure).
     """
     spark = docs.sparkSession
-    read = ArchiveRows(docs)
     keys = docs.select("id", "url_hash", "content_hash", "lang", "simhash_w", "mh_bands").persist(
         StorageLevel.MEMORY_AND_DISK)
     link_pairs = None
@@ -500,7 +467,7 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
         while len(frontier) and len(affected) <= MAX_AFFECTED:
             found = []
             if len(to_pass):
-                found.append(_reached(spark, keys, read, to_pass, affected, conf, components))
+                found.append(_reached(spark, keys, docs, to_pass, affected, conf))
                 passes += 1
             if link_pairs is not None:
                 found.append(linked_ids(*link_pairs, frontier))
@@ -517,19 +484,16 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
             sizes.append(len(frontier))
             affected = np.union1d(affected, frontier)
         if len(affected) > MAX_AFFECTED:   # every document: the seeds, then all the others
-            rows = cut_lineage(docs)
-            everything = cut_lineage(rows.select("id"))
-            return everything, rows, [sizes[0], everything.count() - sizes[0]], passes
-        return (cut_lineage(_ids_frame(spark, affected)), cut_lineage(read.of(affected)),
-                sizes[:-1] if len(sizes) > 1 else sizes, passes)
+            everything = cut_lineage(docs.select("id"))
+            return everything, [sizes[0], everything.count() - sizes[0]], passes
+        return cut_lineage(_ids_frame(spark, affected)), sizes[:-1] if len(sizes) > 1 else sizes, passes
     finally:
         keys.unpersist()
 
 
-def _reached(spark: SparkSession, keys: DataFrame, read: ArchiveRows, frontier: np.ndarray,
-             affected: np.ndarray, conf: "Config", components: "Components | None") -> np.ndarray:
-    """The ids one round reaches from frontier through keys and verified stage-3 pairs. The text of the
-    pairs' documents is read with the rows of everything the round can bring in (read)."""
+def _reached(spark: SparkSession, keys: DataFrame, docs: DataFrame, frontier: np.ndarray,
+             affected: np.ndarray, conf: "Config") -> np.ndarray:
+    """The ids one round reaches from frontier through keys and verified stage-3 pairs."""
     sim_conf = conf.simhash
     rows = keys.join(F.broadcast(_ids_frame(spark, frontier)), "id", "left_semi").toArrow()
     index = spark.sparkContext.broadcast(FrontierIndex.of(rows, affected, sim_conf))
@@ -544,19 +508,19 @@ def _reached(spark: SparkSession, keys: DataFrame, read: ArchiveRows, frontier: 
         pairs = cut_lineage(hits.where(F.col("kind") == PAIR).select("a", "b", "lang").distinct())
         if pairs.isEmpty():
             return by_key
-        ids = _column(pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
-                      .distinct(), "id")
-        # What this round can bring in, read in the scan that finds the pairs' text: the pairs'
-        # documents, the key hits, and (by components) every member of their stored components.
-        reach = np.union1d(ids, by_key)
-        if components is not None:
-            reach = components.expand(reach)[0]
-        rows = read.of(np.union1d(reach, affected)).join(F.broadcast(_ids_frame(spark, ids)), "id", "left_semi")
-        feats = cut_lineage(pair_features(rows, _ids_frame(spark, ids), conf))
+        ids = cut_lineage(pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
+                          .distinct())
+        # Broadcast: a shuffle join would move every stored document's text to find these few.
+        feats = cut_lineage(pair_features(docs, _small(ids, ids.count()), conf))
         near = _column(verified(similarity(pairs, feats, "a", "b"), sim_conf).select(F.col("b").alias("id")), "id")
         return np.concatenate((by_key, near))
     finally:
         index.unpersist()
+
+
+def restrict(archive: DataFrame, affected: DataFrame, n_affected: int) -> DataFrame:
+    """The archive's rows of the affected documents, materialised (the stages read them several times)."""
+    return cut_lineage(archive.join(_small(affected, n_affected), "id", "left_semi"))
 
 
 def active_outside(spark: SparkSession, path: str, affected: DataFrame, n_affected: int) -> int:
