@@ -61,6 +61,8 @@ def run_slices(spark: SparkSession, inputs: list[str], output: str, conf: "Confi
     error says how to go on: resume the failed run, then submit the slices after it.
     """
     reports: list[RunReport] = []
+    # The slices before the last run with OPTIMIZE off: the same switch a user sets to optimize later.
+    deferred = conf.with_overrides({"layout": {"optimize_after_run": False}})
     with lock.hold(output, conf.lock, "newsdedup run") as held:
         for i, path in enumerate(inputs):
             last = i == len(inputs) - 1
@@ -68,7 +70,8 @@ def run_slices(spark: SparkSession, inputs: list[str], output: str, conf: "Confi
             progress.line(f"slice {i + 1} of {len(inputs)}: {path}")
             t0 = time.perf_counter()
             try:
-                report = _run(spark, path, output, conf, held, dsn, False, load_pg, run_id, None, optimize=last)
+                report = _run(spark, path, output, conf if last else deferred, held, dsn, False, load_pg, run_id,
+                              None)
             except Exception as exc:
                 try:
                     started = run_id in runstate.list_runs(spark, output)
@@ -103,8 +106,7 @@ def _going_on(inputs: list[str], i: int, started: str | None, done: list[RunRepo
 
 
 def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config", held: "lock.OutputLock | None",
-         dsn: str | None, dry_run: bool, load_pg: bool, run_id: str | None, resume: str | None,
-         optimize: bool = True) -> RunReport:
+         dsn: str | None, dry_run: bool, load_pg: bool, run_id: str | None, resume: str | None) -> RunReport:
     paths.check_reachable(spark, output)   # a wrong endpoint or missing key fails here, in one line
     if not dry_run:
         store.check_new_or_ours(spark, output)
@@ -145,8 +147,7 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
                                      for b in given.skipped], store.table_path(output, "skipped_files"))
     progress.line(f"run {report.run_id}: {input_path} -> {output}")
     try:
-        return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state,
-                      optimize)
+        return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state)
     except Exception as exc:
         if not dry_run:
             _resumable(exc, output, report.run_id)
@@ -175,7 +176,7 @@ def _resumable(exc: Exception, output: str, run_id: str) -> None:
 
 def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | None", dsn: str | None,
            dry_run: bool, load_pg: bool, input_path: str, now: datetime, report: RunReport,
-           state: "runstate.Persisted | None", optimize: bool = True) -> RunReport:
+           state: "runstate.Persisted | None") -> RunReport:
     """The run's steps, its Delta write and Postgres load, and its record."""
     with progress.TaskLine(spark):
         # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
@@ -185,7 +186,7 @@ def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | Non
             return report
         if held is not None:
             held.ensure_held()   # a run that stalled and lost its lock writes nothing
-        changed = _write(spark, result, output, conf, report, now, state, optimize)
+        changed = _write(spark, result, output, conf, report, now, state)
         if load_pg:
             written = None
             if result.scope is not None and changed is not None:   # an incremental run loads what it changed
@@ -212,9 +213,8 @@ def _report_skipped(report: RunReport, given: Input, output: str) -> None:
 
 
 def _write(spark, result, output: str, conf: "Config", report: RunReport, now: datetime,
-           state: "runstate.Persisted", optimize: bool = True) -> "DataFrame | None":
-    """The three Delta writes, then OPTIMIZE (unless optimize is False: a slice before a multi-slice
-    run's last); each is idempotent, so a step killed half-way is simply repeated.
+           state: "runstate.Persisted") -> "DataFrame | None":
+    """The three Delta writes, then OPTIMIZE; each is idempotent, so a step killed half-way is simply repeated.
 
     Returns the keys of the links the write changed (kept with the step, for a resumed load)."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
@@ -243,7 +243,7 @@ def _write(spark, result, output: str, conf: "Config", report: RunReport, now: d
 
     done = state.step("write_delta", write, lambda r: f"{r.counts['links.new']} new links")
     report.add(done.report)
-    if conf.layout.optimize_after_run and optimize:
+    if conf.layout.optimize_after_run:
         opt = state.step("optimize_delta", lambda: StepOutput({}, layout.optimize_tables(spark, output, conf.layout)),
                          lambda r: " ".join(f"{t}: {r.counts[f'files.{t}.before']}->{r.counts[f'files.{t}.after']} files"
                                             for t in layout.OPTIMIZED_TABLES if f"files.{t}.after" in r.counts))
