@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from newsdedup.config import load_config
-from newsdedup.incremental import KEY, PAIR, FrontierIndex, linked_ids, round_hits
+from newsdedup.incremental import KEY, PAIR, FrontierIndex, code_bitmap, linked_ids, may_hold, round_hits
 from newsdedup.stages.simhash.candidates import bucket_codes, code_rows
 from newsdedup.stages.simhash.live import batch_pairs
 
@@ -104,6 +104,18 @@ def test_a_round_pairs_what_the_batch_pairs_and_joins_the_keys(seed):
                      if d["url_hash"] == f["url_hash"] or d["content_hash"] == f["content_hash"]}
     assert keyed == expected_keys
     assert {kinds[b] for b in keyed if b in kinds} == {"url", "text"}
+
+
+@pytest.mark.parametrize("n", [0, 1, 5_000, 300_000])
+def test_the_code_bitmap_passes_every_frontier_code_and_few_others(n):
+    rng = np.random.default_rng(n)
+    edges = np.array([0, -1, 1, 2 ** 63 - 1, -2 ** 63], np.int64)
+    codes = np.concatenate((rng.integers(-2 ** 63, 2 ** 63 - 1, n, dtype=np.int64), edges))
+    bitmap = code_bitmap(codes)
+    assert may_hold(bitmap, codes).all()            # a frontier code is never missed
+    others = rng.integers(-2 ** 63, 2 ** 63 - 1, 200_000, dtype=np.int64)
+    others = others[~np.isin(others, codes)]
+    assert may_hold(bitmap, others).mean() < 0.08   # about 1 in 16 passes, to an exact lookup
 
 
 def test_linked_ids_are_the_links_touching_the_frontier_and_their_clusters():

@@ -345,7 +345,7 @@ class FrontierIndex:
     codes: np.ndarray        # bucket codes, sorted
     code_row: np.ndarray     # the frontier row of each code
     code_table: np.ndarray   # whether each code is a Manku table's (then max_hamming applies)
-    code_set: pa.Array       # the codes again, as Arrow hashes them for each batch's first lookup
+    code_bits: np.ndarray    # code_bitmap(codes): each batch's first, cheap test
     max_hamming: np.ndarray  # the language's max_hamming, by frontier row
     minhash_max: np.ndarray  # the language's minhash_max_hamming (the SimHash gate on band codes), by frontier row
     urls: pa.Array           # distinct url_hash
@@ -361,11 +361,37 @@ class FrontierIndex:
         names = _names(keys["lang"])
         return cls(ids=keys["id"].to_numpy(), names=names,
                    fps=np.asarray(keys["simhash_w"].fill_null(0).to_numpy(), np.int64).view(np.uint64),
-                   codes=code[order], code_row=row[order], code_table=table[order], code_set=pa.array(code),
+                   codes=code[order], code_row=row[order], code_table=table[order], code_bits=code_bitmap(code),
                    max_hamming=np.array([sim_conf.language(x).max_hamming for x in names], np.int64),
                    minhash_max=np.array([sim_conf.language(x).minhash_max_hamming for x in names], np.int64),
                    urls=pc.unique(keys["url_hash"].combine_chunks().drop_null()),
                    contents=pc.unique(keys["content_hash"].combine_chunks().drop_null()), affected=affected)
+
+
+# A bitmap of the frontier's codes' low bits, at least this many bits per code: about 1 in 16 codes
+# that no frontier document has passes it. Up to 2**27 bits (16 MB, broadcast with the index).
+BITS_PER_CODE, MAX_BITMAP_BITS = 16, 27
+
+
+def code_bitmap(codes: np.ndarray) -> np.ndarray:
+    """A packed bitmap (uint8) with the bit of each code's low bits set: may_hold's table.
+
+    Codes are mix64 outputs, so their low bits are spread evenly. Built once per round, on the
+    driver; a hash set rebuilt for every batch of stored keys (pyarrow's is_in builds its value
+    set per call) took most of a pass's time."""
+    bits = int(np.clip(np.ceil(np.log2(max(len(codes), 1) * BITS_PER_CODE)), 16, MAX_BITMAP_BITS))
+    low = np.asarray(codes, np.int64).view(np.uint64) & np.uint64((1 << bits) - 1)
+    bitmap = np.zeros(1 << (bits - 3), np.uint8)
+    np.bitwise_or.at(bitmap, low >> np.uint64(3), np.left_shift(1, low & np.uint64(7)).astype(np.uint8))
+    return bitmap
+
+
+def may_hold(bitmap: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Whether each code may be one of the bitmap's: True for every code that is (never a false
+    negative), and for a few that are not; an exact lookup follows."""
+    mask = np.uint64(len(bitmap) * 8 - 1)
+    low = np.asarray(codes, np.int64).view(np.uint64) & mask
+    return ((bitmap[low >> np.uint64(3)] >> (low & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
 
 
 def _names(lang) -> np.ndarray:
@@ -388,9 +414,9 @@ def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashCo
             key_hit |= np.asarray(pc.is_in(batch.column(column), value_set=values).fill_null(False)
                                   .to_numpy(zero_copy_only=False), bool)
     row, code, _ = code_rows(batch.column("lang"), batch.column("simhash_w"), batch.column("mh_bands"), sim_conf)
-    # A hash lookup first (most codes meet nothing; six times faster than a binary search of all),
-    # then the frontier rows of each code met.
-    hit = np.asarray(pc.is_in(pa.array(code), value_set=index.code_set).to_numpy(zero_copy_only=False), bool)
+    # The bitmap first (most codes meet nothing), then a binary search of the codes that pass it for
+    # the frontier rows of each code met (none for the bitmap's false positives).
+    hit = may_hold(index.code_bits, code)
     row, code = row[hit], code[hit]
     lo = np.searchsorted(index.codes, code, "left")
     n = np.searchsorted(index.codes, code, "right") - lo
