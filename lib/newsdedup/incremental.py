@@ -101,7 +101,7 @@ the new version, so their pairs are not searched; rerun the archive
 archive runs the cascade over the whole archive as before (the benchmark's
 baseline, and a way to converge).
 
-Work: the closure keeps the stored keys (no text) in memory for its passes. A pass is one scan
+Work: the closure keeps the stored keys (no text) in memory from its second pass on. A pass is one scan
 of them against the frontier's keys and bucket codes, broadcast (round_hits, numpy); only pairs
 to documents not yet in the closure are verified; the closure's ids, the stored components and
 the active links are numpy arrays on the driver. The stages, the link diff and the documents MERGE see only A and the
@@ -469,7 +469,7 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
     `near` reads). links: the active links (None: none stored). near: stage 4's neighbours, when on.
     components: the stored components (read_components), or None for rounds.
 
-    A pass over the stored keys (kept in memory for all rounds) tests each document against a
+    A pass over the stored keys (kept in memory from the second pass on) tests each document against a
     broadcast FrontierIndex with numpy (round_hits); the new candidate pairs alone are then verified
     on the two documents' text (pair features), as stage 3 verifies them. With components, what a
     pass reaches brings its whole stored component, whose stages 1-3 relations are already in it:
@@ -479,8 +479,9 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
     (exact too, and cheaper than such a closure).
     """
     spark = docs.sparkSession
-    keys = docs.select("id", "url_hash", "content_hash", "lang", "simhash_w", "mh_bands").persist(
-        StorageLevel.MEMORY_AND_DISK)
+    # Kept in memory from the second pass on: by components most closures take one pass, which
+    # would pay for building the cache (1M documents: about 7 s) and use it once.
+    keys = docs.select("id", "url_hash", "content_hash", "lang", "simhash_w", "mh_bands")
     link_pairs = None
     # With components, the stages 1-3 links lie inside them: the active links add stage 4's alone.
     if links is not None and (components is None or near is not None):
@@ -493,6 +494,8 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
         while len(frontier) and len(affected) <= MAX_AFFECTED:
             found = []
             if len(to_pass):
+                if passes == 1:
+                    keys = keys.persist(StorageLevel.MEMORY_AND_DISK)
                 found.append(_reached(spark, keys, docs, to_pass, affected, conf))
                 passes += 1
             if link_pairs is not None:
@@ -514,7 +517,8 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
             return everything, [sizes[0], everything.count() - sizes[0]], passes
         return cut_lineage(_ids_frame(spark, affected)), sizes[:-1] if len(sizes) > 1 else sizes, passes
     finally:
-        keys.unpersist()
+        if keys.is_cached:
+            keys.unpersist()
 
 
 def _reached(spark: SparkSession, keys: DataFrame, docs: DataFrame, frontier: np.ndarray,
