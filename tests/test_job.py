@@ -1,6 +1,7 @@
 """End to end on the bundled sample: Delta tables, Postgres rows, reruns, the CLI."""
 
 import json
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -8,7 +9,7 @@ from pyspark.sql import functions as F
 
 from newsdedup.report import RunReport
 from newsdedup import cascade, cli, job
-from newsdedup.io import store
+from newsdedup.io import paths, store
 
 from conftest import SAMPLE
 
@@ -95,6 +96,19 @@ def test_dry_run_writes_nothing(spark, conf, tmp_path):
     assert not (tmp_path / "dry" / "duplicate_links").exists()
     assert not (tmp_path / "dry" / "pgdata").exists()
     assert not (tmp_path / "dry").exists()          # not even the directory, nor checkpoints in it
+
+
+def test_a_run_removes_its_checkpoints_and_those_a_dead_run_left(spark, conf, tmp_path):
+    out = tmp_path / "out"
+    dead = out / "_checkpoints" / "a-killed-session" / "rdd-3"     # what a SIGKILLed run leaves
+    dead.mkdir(parents=True)
+    (dead / "part-00000").write_bytes(b"x")
+    where = Path(paths.local_path(spark.sparkContext.getCheckpointDir()))
+    before = {p.name for p in where.iterdir()} if where.exists() else set()
+    report = job.run(spark, str(SAMPLE), str(out), conf, load_pg=False)
+    assert report.counts["links.url"] == 12             # the run checkpointed its frames on the way
+    assert {p.name for p in where.iterdir()} == before   # and removed them when it ended
+    assert not (out / "_checkpoints" / "a-killed-session").exists()
 
 
 def test_delta_input_and_detected_language(spark, conf, tmp_path):

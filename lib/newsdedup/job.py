@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -24,6 +25,42 @@ if TYPE_CHECKING:
     from .config import Config
 
 
+@contextmanager
+def _checkpoints_dropped(spark: SparkSession):
+    """Delete the checkpoints a run wrote (the rdd-* directories that were not there when it
+    started) once it ends, however it ends. They hold its intermediate frames for this process
+    only: a resumed run starts from the run state (<output>/_runs), never from them. Left alone
+    they grew with every run (a 1% slice of a 1M archive left about 60 MB). Best effort: a store
+    that fails here must not hide what the run raised."""
+    sc = spark.sparkContext
+    started_in = sc.getCheckpointDir()
+    existing = set(paths.children(spark, started_in)) if started_in else set()
+    try:
+        yield
+    finally:
+        where = sc.getCheckpointDir()
+        try:
+            for name in paths.children(spark, where) if where else []:
+                if name.startswith("rdd-") and (where != started_in or name not in existing):
+                    paths.delete(spark, paths.join(where, name))
+        except Exception as exc:   # noqa: BLE001 (reported, never raised)
+            progress.line(f"could not remove this run's checkpoints under {where}: {exc}")
+
+
+def _sweep_checkpoints(spark: SparkSession, output: str, conf: "Config") -> None:
+    """Remove what runs that died left under <output>/_checkpoints (each Spark session writes into
+    a directory of its own there). Called under the output's lock, so no other run is using them;
+    a configured spark.checkpoint_dir may be shared with other jobs and is left alone."""
+    if conf.spark.checkpoint_dir:
+        return
+    base = store.table_path(output, "_checkpoints")
+    current = spark.sparkContext.getCheckpointDir()
+    for name in paths.children(spark, base):
+        path = paths.join(base, name)
+        if current is None or paths.qualified(path) != paths.qualified(current):
+            paths.delete(spark, path)
+
+
 def _checkpoint_dir(conf: "Config", output: str, dry_run: bool) -> str:
     """Configured, else under the output (any FileSystem the executors share); a dry run's is scratch."""
     if conf.spark.checkpoint_dir:
@@ -41,9 +78,12 @@ def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config"
     A run that writes holds the output's lock, so a concurrent second run fails fast.
     """
     if dry_run:
-        return _run(spark, input_path, output, conf, None, dsn, True, load_pg, run_id, resume)
+        with _checkpoints_dropped(spark):
+            return _run(spark, input_path, output, conf, None, dsn, True, load_pg, run_id, resume)
     with lock.hold(output, conf.lock, "newsdedup run") as held:
-        return _run(spark, input_path, output, conf, held, dsn, False, load_pg, run_id, resume)
+        _sweep_checkpoints(spark, output, conf)
+        with _checkpoints_dropped(spark):
+            return _run(spark, input_path, output, conf, held, dsn, False, load_pg, run_id, resume)
 
 
 def run_slices(spark: SparkSession, inputs: list[str], output: str, conf: "Config", *, dsn: str | None = None,
@@ -64,14 +104,16 @@ def run_slices(spark: SparkSession, inputs: list[str], output: str, conf: "Confi
     # The slices before the last run with OPTIMIZE off: the same switch a user sets to optimize later.
     deferred = conf.with_overrides({"layout": {"optimize_after_run": False}})
     with lock.hold(output, conf.lock, "newsdedup run") as held:
+        _sweep_checkpoints(spark, output, conf)
         for i, path in enumerate(inputs):
             last = i == len(inputs) - 1
             run_id = new_run_id()
             progress.line(f"slice {i + 1} of {len(inputs)}: {path}")
             t0 = time.perf_counter()
             try:
-                report = _run(spark, path, output, conf if last else deferred, held, dsn, False, load_pg, run_id,
-                              None)
+                with _checkpoints_dropped(spark):
+                    report = _run(spark, path, output, conf if last else deferred, held, dsn, False, load_pg,
+                                  run_id, None)
             except Exception as exc:
                 try:
                     started = run_id in runstate.list_runs(spark, output)

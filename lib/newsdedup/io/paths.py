@@ -20,7 +20,9 @@ from ..errors import UserError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# "scheme:/": Hadoop qualifies local paths as file:/tmp/x (one slash); two letters at least, so a
+# drive letter is not taken for one.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
 
 
 class ObjectStoreError(UserError):
