@@ -206,12 +206,23 @@ def attempt(args: list[str], cwd: Path, ctx: Ctx, fault: Fault | None, timeout: 
     return Attempt(proc.returncode, "".join(lines), ctx.run_id, injected, lines)
 
 
+def _mount(*args: str, tries: int = 100) -> None:
+    """mount/umount, retried for up to about 2 s: the kernel refuses (EBUSY, exit 32) to make a
+    mount read-only or to unmount it while a file on it is open for writing, and the job's writes
+    (or a killed job's last file handles) last milliseconds. Seen once in a run of this module."""
+    for _ in range(tries - 1):
+        if subprocess.run(list(args), stderr=subprocess.DEVNULL).returncode == 0:
+            return
+        time.sleep(0.02)
+    subprocess.run(list(args), check=True)
+
+
 def make_readonly(out: Path) -> None:
     """The output directory read-only for the running job: a read-only bind mount over it as root
     (root ignores permission bits), its permission bits otherwise."""
     if os.geteuid() == 0:
         subprocess.run(["mount", "--bind", str(out), str(out)], check=True)
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(out)], check=True)
+        _mount("mount", "-o", "remount,bind,ro", str(out))
     else:
         subprocess.run(["chmod", "-R", "a-w", str(out)], check=True)
 
@@ -220,7 +231,7 @@ def make_writable(out: Path) -> None:
     if os.geteuid() == 0:
         # os.path.ismount cannot see a bind mount of a directory onto itself (same device).
         if subprocess.run(["mountpoint", "-q", str(out)]).returncode == 0:
-            subprocess.run(["umount", str(out)], check=True)
+            _mount("umount", str(out))
     else:
         subprocess.run(["chmod", "-R", "u+w", str(out)], check=True)
 
