@@ -30,7 +30,7 @@ def _checkpoints_dropped(spark: SparkSession):
     """Delete the checkpoints a run wrote (the rdd-* directories that were not there when it
     started) once it ends, however it ends. They hold its intermediate frames for this process
     only: a resumed run starts from the run state (<output>/_runs), never from them. Left alone
-    they grew with every run (a 1% slice of a 1M archive left about 60 MB). Best effort: a store
+    they grew with every run (a two-slice job on a 1M archive left 125 MB). Best effort: a store
     that fails here must not hide what the run raised."""
     sc = spark.sparkContext
     started_in = sc.getCheckpointDir()
