@@ -27,37 +27,36 @@ if TYPE_CHECKING:
 
 @contextmanager
 def _checkpoints_dropped(spark: SparkSession):
-    """Delete the checkpoints a run wrote (the rdd-* directories that were not there when it
-    started) once it ends, however it ends. They hold its intermediate frames for this process
-    only: a resumed run starts from the run state (<output>/_runs), never from them. Left alone
-    they grew with every run (a two-slice job on a 1M archive left 125 MB). Best effort: a store
-    that fails here must not hide what the run raised."""
-    sc = spark.sparkContext
-    started_in = sc.getCheckpointDir()
-    existing = set(paths.children(spark, started_in)) if started_in else set()
+    """Delete the checkpoints a run's steps write (the rdd-* directories of the session's
+    checkpoint directory that were not there before) once they end, however they end. They hold
+    intermediate frames for this process only: a resumed run starts from the run state
+    (<output>/_runs), never from them. Left alone they grew with every run (a two-slice job on a
+    1M archive left 125 MB). Best effort: a store that fails here must not hide what the run raised."""
+    where = spark.sparkContext.getCheckpointDir()
+    existing = set(paths.children(spark, where))
     try:
         yield
     finally:
-        where = sc.getCheckpointDir()
         try:
-            for name in paths.children(spark, where) if where else []:
-                if name.startswith("rdd-") and (where != started_in or name not in existing):
+            for name in paths.children(spark, where):
+                if name.startswith("rdd-") and name not in existing:
                     paths.delete(spark, paths.join(where, name))
         except Exception as exc:   # noqa: BLE001 (reported, never raised)
             progress.line(f"could not remove this run's checkpoints under {where}: {exc}")
 
 
 def _sweep_checkpoints(spark: SparkSession, output: str, conf: "Config") -> None:
-    """Remove what runs that died left under <output>/_checkpoints (each Spark session writes into
-    a directory of its own there). Called under the output's lock, so no other run is using them;
-    a configured spark.checkpoint_dir may be shared with other jobs and is left alone."""
+    """Remove what sessions that died left under <output>/_checkpoints (each Spark session writes
+    into a directory of its own there), all but this session's. Called under the output's lock, so
+    no other run is using them; a configured spark.checkpoint_dir may be shared with other jobs and
+    is left alone."""
     if conf.spark.checkpoint_dir:
         return
     base = store.table_path(output, "_checkpoints")
-    current = spark.sparkContext.getCheckpointDir()
+    current = paths.qualified(spark.sparkContext.getCheckpointDir())
     for name in paths.children(spark, base):
         path = paths.join(base, name)
-        if current is None or paths.qualified(path) != paths.qualified(current):
+        if paths.qualified(path) != current:
             paths.delete(spark, path)
 
 
@@ -78,12 +77,9 @@ def run(spark: SparkSession, input_path: str | None, output: str, conf: "Config"
     A run that writes holds the output's lock, so a concurrent second run fails fast.
     """
     if dry_run:
-        with _checkpoints_dropped(spark):
-            return _run(spark, input_path, output, conf, None, dsn, True, load_pg, run_id, resume)
+        return _run(spark, input_path, output, conf, None, dsn, True, load_pg, run_id, resume)
     with lock.hold(output, conf.lock, "newsdedup run") as held:
-        _sweep_checkpoints(spark, output, conf)
-        with _checkpoints_dropped(spark):
-            return _run(spark, input_path, output, conf, held, dsn, False, load_pg, run_id, resume)
+        return _run(spark, input_path, output, conf, held, dsn, False, load_pg, run_id, resume)
 
 
 def run_slices(spark: SparkSession, inputs: list[str], output: str, conf: "Config", *, dsn: str | None = None,
@@ -104,16 +100,14 @@ def run_slices(spark: SparkSession, inputs: list[str], output: str, conf: "Confi
     # The slices before the last run with OPTIMIZE off: the same switch a user sets to optimize later.
     deferred = conf.with_overrides({"layout": {"optimize_after_run": False}})
     with lock.hold(output, conf.lock, "newsdedup run") as held:
-        _sweep_checkpoints(spark, output, conf)
         for i, path in enumerate(inputs):
             last = i == len(inputs) - 1
             run_id = new_run_id()
             progress.line(f"slice {i + 1} of {len(inputs)}: {path}")
             t0 = time.perf_counter()
             try:
-                with _checkpoints_dropped(spark):
-                    report = _run(spark, path, output, conf if last else deferred, held, dsn, False, load_pg,
-                                  run_id, None)
+                report = _run(spark, path, output, conf if last else deferred, held, dsn, False, load_pg, run_id,
+                              None)
             except Exception as exc:
                 try:
                     started = run_id in runstate.list_runs(spark, output)
@@ -156,6 +150,8 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
         raise UserError("--resume and --dry-run exclude each other")
     if spark.sparkContext.getCheckpointDir() is None:
         spark.sparkContext.setCheckpointDir(_checkpoint_dir(conf, output, dry_run))
+    if held is not None:
+        _sweep_checkpoints(spark, output, conf)
 
     state = None
     if resume:
@@ -189,7 +185,8 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
                                      for b in given.skipped], store.table_path(output, "skipped_files"))
     progress.line(f"run {report.run_id}: {input_path} -> {output}")
     try:
-        return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state)
+        with _checkpoints_dropped(spark):
+            return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state)
     except Exception as exc:
         if not dry_run:
             _resumable(exc, output, report.run_id)
