@@ -45,7 +45,10 @@ from servers import VENV_BIN
 
 # Stage 4 on (a small packaged model), OPTIMIZE after the write: every step a default run has.
 OVERRIDES = {"semantic": SEM}
-SMALL = {"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1}, **OVERRIDES}
+# Files of 8 KB: the sample's documents table (about 24 KB) is more than one file, so OPTIMIZE rewrites
+# it (a table of one small file is left alone) and "kill in OPTIMIZE" has a commit to wait for.
+SMALL = {"spark": {"shuffle_partitions": 2, "delta_snapshot_partitions": 1}, **OVERRIDES,
+         "layout": {"max_file_size": "8k"}}
 # Stage 3's checkpoints before its clustering starts on this input: the candidate scan, pairs,
 # split, features, edges; the sixth is the clustering's first (clustering.connected_labels).
 SIMHASH_CHECKPOINTS_BEFORE_CLUSTERING = 5

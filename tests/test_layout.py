@@ -7,6 +7,7 @@ by the min/max statistics of its log (DataFrame.inputFiles()).
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -240,3 +241,27 @@ def test_a_small_run_clusters_its_own_files_and_leaves_the_stable_cubes_alone(sp
     reads = [layout.files_read(one_day(table, date.fromordinal(date(2024, 1, 1).toordinal() + d)))
              for d in range(0, 365, 12)]
     assert max(reads) <= 0.05 * total, f"one day read up to {max(reads)} of {total} files ({reads})"
+
+
+def test_a_table_of_one_small_file_is_not_rewritten_and_more_files_are_compacted(spark, tmp_path):
+    """OPTIMIZE would rewrite a one-file table that fits in one file as the same one file: skipped.
+    A second file, or one file above max_file_bytes, is optimized as before."""
+    path = str(tmp_path / "documents")
+    docs = synthetic_documents(spark, range(0, 300))
+    layout.prepare_table(spark, path, "documents", docs.schema, ["published_at"])
+    docs.coalesce(1).write.format("delta").mode("append").save(path)
+    commits = len(list(Path(path, "_delta_log").glob("*.json")))
+    assert layout.optimize(spark, path, 16 << 20, 0.04) == (1, 1)
+    assert len(list(Path(path, "_delta_log").glob("*.json"))) == commits, "a one-file table was rewritten"
+
+    synthetic_documents(spark, range(300, 400)).coalesce(1).write.format("delta").mode("append").save(path)
+    assert layout.optimize(spark, path, 16 << 20, 0.04) == (2, 1)
+    assert _commit(path)["commitInfo"][0]["operation"] == "OPTIMIZE"
+    assert layout.cubes(spark, path).unclustered_files == 0
+
+    big = str(tmp_path / "big")
+    layout.prepare_table(spark, big, "documents", docs.schema, ["published_at"])
+    docs.coalesce(1).write.format("delta").mode("append").save(big)    # ~100 KB
+    before, after = layout.optimize(spark, big, 16 * 1024, 0.04)
+    assert (before, _commit(big)["commitInfo"][0]["operation"]) == (1, "OPTIMIZE") and after > 1
+    assert spark.read.format("delta").load(big).count() == 300

@@ -3,7 +3,8 @@
 documents is clustered by published_at and duplicate_links by (stage, linked_at) (conf `layout`;
 docs/benchmarks-layout.md has the measurements behind the choice). Delta writes (MERGE, append)
 do not cluster in open-source Delta: they leave new, unclustered files. The OPTIMIZE that follows
-each run (optimize_tables) clusters those files and compacts small ones. Open-source Delta merges
+each run (optimize_tables) clusters those files and compacts small ones (a table that is one small
+file is left alone: worth_optimizing). Open-source Delta merges
 them into the existing clustered cubes until a cube passes its size threshold
 (spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold, 100 GiB), so left
 to its default every OPTIMIZE re-clusters the whole table. optimize sets that threshold for each
@@ -52,10 +53,26 @@ def _cols(columns: Sequence[str]) -> str:
     return ", ".join("`" + c.replace("`", "``") + "`" for c in columns)
 
 
+def _described(spark: SparkSession, path: str) -> tuple[int, list[str], int]:
+    """(files, clustering columns, bytes) of the Delta table at path's current version, from its log."""
+    row = (spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}")
+           .select("numFiles", "clusteringColumns", "sizeInBytes").first())
+    return int(row["numFiles"]), list(row["clusteringColumns"] or []), int(row["sizeInBytes"] or 0)
+
+
 def detail(spark: SparkSession, path: str) -> tuple[int, list[str]]:
     """(files in the current version, clustering columns) of the Delta table at path, from its log."""
-    row = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").select("numFiles", "clusteringColumns").first()
-    return int(row["numFiles"]), list(row["clusteringColumns"] or [])
+    files, columns, _ = _described(spark, path)
+    return files, columns
+
+
+def worth_optimizing(files: int, size: int, max_file_bytes: int) -> bool:
+    """Whether OPTIMIZE can change what a reader reads: not for a table that is at most one file
+    and would stay one (size <= max_file_bytes). There is nothing to compact, and clustering pays
+    off across files only (a query skips a file by its statistics; a file this small is one row
+    group). Each run's MERGE rewrites such a table's file unclustered (duplicate_links at 1M
+    documents: one 4 MB file), so clustering it cost a second rewrite per run (5.4 s a slice)."""
+    return files > 1 or size > max_file_bytes
 
 
 def files_read(df: DataFrame) -> int:
@@ -169,11 +186,14 @@ def cube_threshold(table: Cubes, max_file_bytes: int, max_read_share: float) -> 
 def optimize(spark: SparkSession, path: str, max_file_bytes: int,
              max_read_share: float | None = None) -> tuple[int, int]:
     """OPTIMIZE the table at path (cluster new rows, compact small files); its file count before and after.
+    A table of one small file is left as it is (worth_optimizing).
 
     max_read_share: a clustered table's new files become a cube of their own, and the smallest
     cubes are merged when there are more than that share of the files (cube_threshold). None:
     Delta's own threshold (100 GiB), under which every OPTIMIZE re-clusters the whole table."""
-    before, columns = detail(spark, path)
+    before, columns, size = _described(spark, path)
+    if not worth_optimizing(before, size, max_file_bytes):
+        return before, before
     confs = {MAX_FILE_SIZE_CONF: str(max_file_bytes)}
     if columns and max_read_share is not None:
         table = cubes(spark, path, columns)
