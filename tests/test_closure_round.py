@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from newsdedup import incremental
 from newsdedup.config import load_config
 from newsdedup.incremental import KEY, PAIR, FrontierIndex, code_bitmap, linked_ids, may_hold, round_hits
 from newsdedup.stages.simhash.candidates import bucket_codes, code_rows
@@ -124,3 +125,19 @@ def test_linked_ids_are_the_links_touching_the_frontier_and_their_clusters():
     # 3 touches the cluster of 1 (so 2 comes too); 4 is a canonical (so 5 comes); 6, 7, 8, 9 do not.
     assert linked_ids(duplicate, canonical, np.array([3, 4], np.int64)).tolist() == [1, 2, 3, 4, 5]
     assert linked_ids(duplicate, canonical, np.array([100], np.int64)).tolist() == []
+
+
+def test_day_ranges_hold_every_date_in_whole_days_and_at_most_the_ranges_allowed():
+    DAY = incremental.DAY_US
+    rng = np.random.default_rng(3)
+    for n, most in ((0, 4), (1, 1), (50, 4), (1000, 32), (200, 1000)):
+        micros = rng.integers(-5 * DAY, 400 * DAY, n)
+        ranges = incremental.day_ranges(micros, most)
+        assert len(ranges) <= most and (len(ranges) == 0) == (n == 0)
+        inside = ((micros[:, None] >= ranges[:, 0]) & (micros[:, None] < ranges[:, 1])).any(axis=1)
+        assert inside.all(), "a date outside every range"
+        assert (ranges % DAY == 0).all() and (ranges[1:, 0] > ranges[:-1, 1]).all()   # whole days, apart, in order
+    # Ranges enough for every run of days: exactly the days that hold a date.
+    assert ((ranges[:, 1] - ranges[:, 0]) // DAY).sum() == len(np.unique(micros // DAY))
+    # Fewer allowed: the narrowest gaps are closed first (days 0, 3, 10, 11, 30 in two ranges).
+    assert (incremental.day_ranges(np.array([0, 3, 10, 11, 30]) * DAY, 2) // DAY).tolist() == [[0, 12], [30, 31]]

@@ -87,3 +87,48 @@ def test_each_relation_brings_in_its_stored_document_and_nothing_else(outcome):
     assert second.counts["existing_documents"] == len(STORED)
     assert [second.counts[k] for k in ("links.total", "unique_documents")] == \
         [full.counts[k] for k in ("links.total", "unique_documents")]
+
+
+# ------------------------------------------------------------------ reading stored text by date
+
+DAY0 = pd.Timestamp("2024-03-01 06:00", tz="UTC")
+
+
+def on_day(d: int) -> pd.Timestamp:
+    return DAY0 + pd.Timedelta(days=d)
+
+
+# Sixty stored articles, one a day, in files of a few days each (layout.max_file_size 4k). The slice is
+# dated on the last two days, as a backfill's next slice would be: its own days alone name a few of
+# the stored files, so the affected documents' rows are read by date (incremental.restrict). Two of
+# its relations reach far back, and those rows must be read from their own days' files: an edited
+# copy of day 2's article (stage 3) and day 10's article under its URL (stage 1).
+DATED_STORED = [row(100 + d, f"https://d.example/day-{d}", f"Day {d}", text(1000 + d), on_day(d)) for d in range(60)]
+DATED_NEW = [
+    row(200, "https://e.example/copy-58", "Day 58", edited(text(1058)), on_day(59)),    # near, in the window
+    row(201, "https://e.example/copy-2", "Day 2", edited(text(1002)), on_day(59)),      # near, day 2
+    row(202, "https://d.example/day-10", "Day ten again", text(2010), on_day(58)),       # URL, day 10
+    row(203, "https://e.example/new", "New", text(2011), on_day(59)),
+]
+
+
+@pytest.fixture(scope="module")
+def dated(spark, conf, tmp_path_factory):
+    root = tmp_path_factory.mktemp("dated")
+    paths = slice_files(root, DATED_STORED, DATED_NEW)
+    small = conf.with_overrides({"layout": {"max_file_size": "4k"}})
+    job.run(spark, paths["all"], str(root / "full"), small, load_pg=False)
+    out = str(root / "slices")
+    job.run(spark, paths["stored"], out, small, load_pg=False)
+    files = len(spark.read.format("delta").load(f"{out}/documents").inputFiles())
+    second = job.run(spark, paths["new"], out, small, load_pg=False)
+    return keyset(store.read(spark, str(root / "full"), "duplicate_links")), keyset(
+        store.active_links(spark, out)), second, files
+
+
+def test_a_slice_of_a_few_days_reads_stored_text_by_date_and_keeps_every_link(dated):
+    whole, active, second, files = dated
+    assert {(d, c, s) for d, c, s, _ in whole} == {(200, 158, "simhash"), (201, 102, "simhash"), (202, 110, "url")}
+    assert files >= 8, f"the stored documents are {files} files: too few for a read by date to skip any"
+    assert second.counts["incremental.read_by_date"] == 1
+    assert active == whole

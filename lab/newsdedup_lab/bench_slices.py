@@ -1,11 +1,12 @@
 """A backfill's slices against a stored archive: each slice its own `newsdedup run` process, against
 all of them as one multi-slice job (`newsdedup run --input S1 S2 ...`), side by side.
 
-    python -m newsdedup_lab.bench_slices make --archive ARCHIVE.parquet --n 10000 --count 3 --work WORK
+    python -m newsdedup_lab.bench_slices make --archive ARCHIVE.parquet --n 10000 --count 3 --work WORK [--days 11]
     python -m newsdedup_lab.bench_slices run --from FULL_OUTPUT --work WORK [--rounds 1] [--full ARCHIVE.parquet] WORK/slice_*.parquet
 
 `make` writes COUNT slices of N new documents each (bench_incremental.make_slice, seeds 108, 109, ...,
-ids moved apart so slices never reuse each other's ids). `run` copies FULL_OUTPUT (a stored archive) for
+ids moved apart so slices never reuse each other's ids; with --days, each slice dated within its own
+window of that many days at the archive's end, as a backfill run in time order). `run` copies FULL_OUTPUT (a stored archive) for
 each side, runs the slices in order on it (stage 4 off, no Postgres), alternating the sides per round,
 and prints per slice the wall time (the fresh side from outside the process, the job side from the job's
 own "slice i of k: done in" line, plus the job's total from outside), the step timings, and whether both
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 STEPS = ("check_input", "prepare", "closure", "url", "content", "simhash", "components", "write_delta",
@@ -41,9 +44,27 @@ def make(args: argparse.Namespace) -> int:
     archive = pq.read_table(args.archive)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    next_id = int(pc.max(archive["id"]).as_py()) + 1
+    end = pc.max(archive["published_at"]).as_py()
     for k in range(args.count):
-        piece = make_slice(archive, args.n, args.seed + k)
-        ids = pc.add(piece["id"], pa.scalar(k * 2 * args.n, pa.int64()))   # apart from the other slices' ids
+        if args.days:
+            # A backfill in time order: slice k is dated within its own window of `days` days, the
+            # windows consecutive and the last ending with the archive; its copies are of stored
+            # documents of that window.
+            lo = end - timedelta(days=args.days * (args.count - k))
+            at = archive["published_at"]
+            pool = archive.filter(pc.and_(pc.greater_equal(at, pa.scalar(lo, at.type)),
+                                          pc.less(at, pa.scalar(lo + timedelta(days=args.days), at.type))))
+            piece = make_slice(pool, args.n, args.seed + k)
+            rng = random.Random(args.seed + k)
+            n_fresh = args.n // 2
+            dated = [lo + timedelta(days=rng.uniform(0, args.days)) for _ in range(n_fresh)]
+            at = pa.chunked_array([pa.array(dated, piece["published_at"].type)] + piece["published_at"].slice(n_fresh).chunks)
+            piece = piece.set_column(piece.schema.get_field_index("published_at"), "published_at", at)
+            ids = pa.array(range(next_id + k * args.n, next_id + (k + 1) * args.n), pa.int64())
+        else:
+            piece = make_slice(archive, args.n, args.seed + k)
+            ids = pc.add(piece["id"], pa.scalar(k * 2 * args.n, pa.int64()))   # apart from the other slices' ids
         piece = piece.set_column(piece.schema.get_field_index("id"), "id", ids)
         # The fresh half (first) gets its own URL path per slice: synth numbers its URLs from 0 in every
         # corpus, so without it slices would share URLs by chance. Within the slice, URL variants stay variants.
@@ -164,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--n", type=int, default=10_000)
     m.add_argument("--count", type=int, default=3)
     m.add_argument("--seed", type=int, default=108)
+    m.add_argument("--days", type=float, default=0,
+                   help="each slice within its own window of DAYS days at the archive's end (0: spread over it)")
     m.add_argument("--work", required=True)
     m.set_defaults(func=make)
     r = sub.add_parser("run")
