@@ -611,8 +611,6 @@ def read_by_date(docs: DataFrame, slice_docs: DataFrame) -> bool:
     alone leave at most DATED_READ_SHARE of the archive's (docs') files to read. A slice spread over
     the archive's whole span skips nothing, and the scans of the wanted documents' dates would be
     time lost. Decided from the slice's dates and the Delta log's statistics (planning, no scan)."""
-    if not isinstance(docs.schema["published_at"].dataType, T.TimestampType):
-        return False
     every = len(docs.inputFiles())
     return every > 1 and len(docs.where(_within_days(slice_docs)).inputFiles()) <= DATED_READ_SHARE * every
 
