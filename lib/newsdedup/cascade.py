@@ -218,7 +218,7 @@ def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Co
               "incremental.keys_passes": passes, "incremental.by_components": int(components is not None),
               **{f"incremental.round_{i}": n for i, n in enumerate(sizes[1:], start=1)}}
     notes = [f"closure by rounds: {why}"] if why else []
-    by_date = incremental.read_by_date(archive.documents, archive.accepted)
+    by_date = incremental.read_by_date(archive.documents, archive.accepted, sum(sizes))
     rows = incremental.restrict(archive.documents, affected, sum(sizes), by_date)
     counts["incremental.read_by_date"] = int(by_date)
     return runstate.StepOutput({"affected": affected, "archive": rows}, StepReport(counts=counts, notes=notes))

@@ -606,11 +606,15 @@ def _days_of(docs: DataFrame, ids: DataFrame, n: int) -> Column:
     return _within_days(docs.select("id", "published_at").join(_small(ids, n), "id", "left_semi"))
 
 
-def read_by_date(docs: DataFrame, slice_docs: DataFrame) -> bool:
-    """Whether restrict reads the stored text by date (see above): when the days of the slice
-    alone leave at most DATED_READ_SHARE of the archive's (docs') files to read. A slice spread over
-    the archive's whole span skips nothing, and the scans of the wanted documents' dates would be
-    time lost. Decided from the slice's dates and the Delta log's statistics (planning, no scan)."""
+def read_by_date(docs: DataFrame, slice_docs: DataFrame, n_affected: int) -> bool:
+    """Whether restrict reads the stored text of n_affected documents by date (see above): when the
+    days of the slice alone leave at most DATED_READ_SHARE of the archive's (docs') files to read.
+    A slice spread over the archive's whole span skips nothing, and the scans of the wanted
+    documents' dates would be time lost; so would a closure of more than BROADCAST_ROWS documents,
+    which reads most days anyway. Decided from the slice's dates and the Delta log's statistics
+    (planning, no scan)."""
+    if n_affected > BROADCAST_ROWS:
+        return False
     every = len(docs.inputFiles())
     return every > 1 and len(docs.where(_within_days(slice_docs)).inputFiles()) <= DATED_READ_SHARE * every
 
@@ -618,7 +622,7 @@ def read_by_date(docs: DataFrame, slice_docs: DataFrame) -> bool:
 def restrict(archive: DataFrame, affected: DataFrame, n_affected: int, by_date: bool = False) -> DataFrame:
     """The archive's rows of the affected documents, materialised (the stages read them several times).
     by_date: the files read are first cut to the affected documents' days (read_by_date)."""
-    if by_date and n_affected <= BROADCAST_ROWS:   # a closure this large reads most days anyway
+    if by_date:
         archive = archive.where(_days_of(archive, affected, n_affected))
     return cut_lineage(archive.join(_small(affected, n_affected), "id", "left_semi"))
 
