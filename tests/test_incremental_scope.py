@@ -132,3 +132,30 @@ def test_a_slice_of_a_few_days_reads_stored_text_by_date_and_keeps_every_link(da
     assert files >= 8, f"the stored documents are {files} files: too few for a read by date to skip any"
     assert second.counts["incremental.read_by_date"] == 1
     assert active == whole
+
+
+def test_a_pass_reads_the_slices_frontier_keys_from_the_slice_and_the_others_from_the_archive(spark):
+    """frontier_keys: every frontier document's key row once, whichever side holds it; the slice's
+    rows are read from the slice, so a slice row that the archive side lacks is still found there."""
+    import numpy as np
+    import pyarrow as pa
+
+    from newsdedup.incremental import KEY_COLUMNS, frontier_keys
+
+    def keys(ids, tag):
+        return spark.createDataFrame(pa.table({
+            "id": pa.array(ids, pa.int64()), "url_hash": [f"{tag}u{i}" for i in ids],
+            "content_hash": [f"{tag}c{i}" for i in ids], "lang": ["en"] * len(ids),
+            "simhash_w": pa.array(ids, pa.int64()), "mh_bands": [[i, -i] for i in ids]})).select(*KEY_COLUMNS)
+
+    # The archive side deliberately lacks the slice's rows 1-3 and tags its rows: a frontier row of
+    # the slice read from the archive would be missing; one of the archive read from the slice too.
+    archive, slice_ = keys([4, 5, 6, 7], "a"), keys([1, 2, 3], "s")
+    seed_ids = np.array([1, 2, 3], np.int64)
+    got = frontier_keys(spark, archive, slice_, seed_ids, np.array([1, 3, 5, 6], np.int64)).to_pylist()
+    assert sorted((r["id"], r["url_hash"], r["mh_bands"][1]) for r in got) == [
+        (1, "su1", -1), (3, "su3", -3), (5, "au5", -5), (6, "au6", -6)]
+    assert [r["id"] for r in frontier_keys(spark, archive, slice_, seed_ids,
+                                           np.array([2], np.int64)).to_pylist()] == [2]
+    assert sorted(r["id"] for r in frontier_keys(spark, archive, slice_, seed_ids,
+                                                 np.array([4, 7], np.int64)).to_pylist()) == [4, 7]

@@ -212,7 +212,7 @@ def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Co
             rows = frontier.select("id", order_date().alias("published_at"), "lang", "title", "body")
             return near_ids(spark, conf, rows, dates, output)
     components, why = _stored_components(spark, archive, conf, output)
-    affected, sizes, passes = incremental.closure(archive.documents, archive.accepted.select("id"), conf, links,
+    affected, sizes, passes = incremental.closure(archive.documents, archive.accepted, conf, links,
                                                   near, components)
     counts = {"incremental.rounds": len(sizes) - 1, "incremental.slice_documents": sizes[0],
               "incremental.keys_passes": passes, "incremental.by_components": int(components is not None),
