@@ -133,7 +133,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
     # The documents the stages see: on an incremental run only those the slice can change.
     docs, scope, n_docs = archive.documents, None, n_archive
     if archive.stored and conf.input.incremental == "slice":
-        out = steps.step("closure", lambda: _closure_step(spark, archive, conf, output), lambda r: (
+        out = steps.step("closure", lambda: _closure_step(spark, archive, conf, output, verify), lambda r: (
             f"{r.counts['incremental.affected_documents']} of {n_archive} documents affected "
             f"in {r.counts['incremental.rounds']} rounds"),
             measure=lambda frames: {"incremental.affected_documents": frames["affected"].count()})
@@ -196,7 +196,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
 
 
 def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Config",
-                  output: str) -> runstate.StepOutput:
+                  output: str, carried: DataFrame | None) -> runstate.StepOutput:
     """The documents the slice can change (incremental.closure) and their archive rows."""
     links_path = store.table_path(output, "duplicate_links")
     links = None
@@ -213,7 +213,7 @@ def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Co
             return near_ids(spark, conf, rows, dates, output)
     components, why = _stored_components(spark, archive, conf, output)
     affected, sizes, passes = incremental.closure(archive.documents, archive.accepted, conf, links,
-                                                  near, components)
+                                                  near, components, carried)
     counts = {"incremental.rounds": len(sizes) - 1, "incremental.slice_documents": sizes[0],
               "incremental.keys_passes": passes, "incremental.by_components": int(components is not None),
               **{f"incremental.round_{i}": n for i, n in enumerate(sizes[1:], start=1)}}

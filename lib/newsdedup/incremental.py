@@ -467,13 +467,15 @@ Near = Callable[[DataFrame], DataFrame]   # frontier documents (archive rows) ->
 
 
 def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame | None,
-            near: Near | None = None, components: "Components | None" = None) -> tuple[DataFrame, list[int], int]:
+            near: Near | None = None, components: "Components | None" = None,
+            carried: DataFrame | None = None) -> tuple[DataFrame, list[int], int]:
     """The ids of docs reachable from seeds' ids under the pair relations (module docstring), the
     documents each round added (the seeds first), and the passes made over the stored keys.
 
     docs: the archive's rows (at least id and KEY_COLUMNS, and what `near` reads). seeds: the slice's
     rows of docs (KEY_COLUMNS): a pass reads its frontier's keys there when the frontier is theirs.
-    links: the active links (None: none stored). near: stage 4's neighbours, when on.
+    links: the active links (None: none stored). near: stage 4's neighbours, when on. carried: the
+    slice's pair features as prepare computed them (verify.pair_features), or None.
     components: the stored components (read_components), or None for rounds.
 
     A pass over the stored keys (kept in memory from the second pass on) tests each document against a
@@ -505,7 +507,7 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
                 if passes == 1:
                     keys = keys.persist(StorageLevel.MEMORY_AND_DISK)
                 rows = frontier_keys(spark, keys, seed_keys, seed_ids, to_pass)
-                found.append(_reached(spark, keys, rows, docs, affected, conf))
+                found.append(_reached(spark, keys, rows, docs, affected, conf, carried))
                 passes += 1
             if link_pairs is not None:
                 found.append(linked_ids(*link_pairs, frontier))
@@ -549,9 +551,9 @@ def frontier_keys(spark: SparkSession, keys: DataFrame, seed_keys: DataFrame, se
 
 
 def _reached(spark: SparkSession, keys: DataFrame, rows: pa.Table, docs: DataFrame,
-             affected: np.ndarray, conf: "Config") -> np.ndarray:
+             affected: np.ndarray, conf: "Config", carried: DataFrame | None = None) -> np.ndarray:
     """The ids one round reaches through keys and verified stage-3 pairs from its frontier (rows:
-    the frontier's keys, frontier_keys)."""
+    the frontier's keys, frontier_keys; carried: the slice's features, read instead of derived)."""
     sim_conf = conf.simhash
     index = spark.sparkContext.broadcast(FrontierIndex.of(rows, affected, sim_conf))
 
@@ -570,7 +572,10 @@ def _reached(spark: SparkSession, keys: DataFrame, rows: pa.Table, docs: DataFra
         # Broadcast: a shuffle join would move every stored document's text to find these few.
         # Not read by date (restrict is): the candidates, verified or not, lie on every day of the
         # archive (a 1% slice of 11 days at 1M: 1,097 days), so the dates' scan would be lost time.
-        feats = cut_lineage(pair_features(docs, _small(ids, ids.count()), conf))
+        n_ids = ids.count()
+        # A pair's slice side (a first pass's every a) has its features from prepare: only the
+        # stored side is derived from its text.
+        feats = cut_lineage(pair_features(docs, ids, conf, carried, broadcast=n_ids <= BROADCAST_ROWS))
         near = _column(verified(similarity(pairs, feats, "a", "b"), sim_conf).select(F.col("b").alias("id")), "id")
         return np.concatenate((by_key, near))
     finally:
