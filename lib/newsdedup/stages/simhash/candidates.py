@@ -146,8 +146,11 @@ def code_rows(lang: pa.Array, simhash_w: pa.Array, mh_bands: pa.Array,
     rows, codes, tables = [], [], []
     for name in np.unique(names[has_fp]) if has_fp.any() else ():
         spec = sim_conf.language(name)
-        mine = np.flatnonzero(has_fp & (names == name))
-        in_lang = has_fp[value_row] & (names[value_row] == name)
+        in_row = has_fp & (names == name)
+        mine = np.flatnonzero(in_row)
+        # By row, then spread to the band values: comparing the names per value (an object array
+        # of about 30 entries a row) took most of this function's time.
+        in_lang = in_row[value_row]
         width = int(position[in_lang].max()) + 1 if in_lang.any() else 0
         masks, table_salts, band_salts = _layout(name, spec.blocks, spec.max_hamming, width)
         table_codes = mix64((masks[None, :] & fps[mine][:, None]) ^ table_salts[None, :])
