@@ -106,7 +106,8 @@ of them against the frontier's keys and bucket codes, broadcast (round_hits, num
 to documents not yet in the closure are verified; the closure's ids, the stored components and
 the active links are numpy arrays on the driver. The stages, the link diff and the documents MERGE see only A and the
 slice. A closure of more than MAX_AFFECTED documents gives up and takes the whole archive.
-The stored text is read twice (the new pairs' features, then A's rows); where the slice's own days
+The stored text is read twice (the new pairs' stored side's features: the slice's side has prepare's;
+then A's rows); where the slice's own days
 name few of the documents table's files (a backfill run in time order), the second read is
 filtered by A's days, so Delta skips the other files (read_by_date, incremental.read_by_date in
 the report).
