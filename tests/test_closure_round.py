@@ -17,7 +17,7 @@ import pytest
 from newsdedup import incremental
 from newsdedup.config import load_config
 from newsdedup.incremental import KEY, PAIR, FrontierIndex, code_bitmap, linked_ids, may_hold, round_hits
-from newsdedup.stages.simhash.candidates import bucket_codes, code_rows
+from newsdedup.stages.simhash.candidates import bucket_codes, code_rows, code_rows_passing
 from newsdedup.stages.simhash.live import batch_pairs
 
 SIM = load_config().simhash
@@ -81,6 +81,20 @@ def test_code_rows_are_the_documents_bucket_codes():
     for i, r in enumerate(rows[3:]):
         assert sorted(code[row == i].tolist()) == sorted(
             bucket_codes(r["lang"], r["simhash_w"], r["mh_bands"], SIM)), r["id"]
+
+
+def test_the_codes_passing_a_bitmap_are_code_rows_codes_that_may_hold_passes():
+    """code_rows_passing (the closure pass's compiled path) against code_rows and may_hold: the same
+    (row, code) entries, for a bitmap of some of the codes, of none and of all."""
+    frontier, stored = corpus(2)
+    batch = table(frontier + stored).combine_chunks().to_batches()[0].slice(5)
+    row, code, _ = code_rows(batch.column("lang"), batch.column("simhash_w"), batch.column("mh_bands"), SIM)
+    for bitmap in (code_bitmap(code[::7]), np.zeros(1 << 13, np.uint8), np.full(1 << 13, 255, np.uint8)):
+        hit = may_hold(bitmap, code)
+        got_row, got_code = code_rows_passing(bitmap, batch.column("lang"), batch.column("simhash_w"),
+                                              batch.column("mh_bands"), SIM)
+        assert sorted(zip(got_row.tolist(), got_code.tolist())) == sorted(zip(row[hit].tolist(), code[hit].tolist()))
+    assert 0 < hit.sum() == len(code) and len(code) > 1000   # the last bitmap passes every code
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -131,7 +131,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from .clustering import component_labels, cut_lineage, rows_in
 from .io import store
-from .stages.simhash.candidates import code_rows
+from .stages.simhash.candidates import code_rows, code_rows_passing
 from .stages.simhash.verify import pair_features, similarity, verified
 
 if TYPE_CHECKING:
@@ -420,11 +420,11 @@ def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashCo
         if len(values):
             key_hit |= np.asarray(pc.is_in(batch.column(column), value_set=values).fill_null(False)
                                   .to_numpy(zero_copy_only=False), bool)
-    row, code, _ = code_rows(batch.column("lang"), batch.column("simhash_w"), batch.column("mh_bands"), sim_conf)
-    # The bitmap first (most codes meet nothing), then a binary search of the codes that pass it for
-    # the frontier rows of each code met (none for the bitmap's false positives).
-    hit = may_hold(index.code_bits, code)
-    row, code = row[hit], code[hit]
+    # The bitmap first, as each code is computed (most codes meet nothing), then a binary search of
+    # the codes that pass it for the frontier rows of each code met (none for the bitmap's false
+    # positives).
+    row, code = code_rows_passing(index.code_bits, batch.column("lang"), batch.column("simhash_w"),
+                                  batch.column("mh_bands"), sim_conf)
     lo = np.searchsorted(index.codes, code, "left")
     n = np.searchsorted(index.codes, code, "right") - lo
     b_row = np.repeat(row, n)

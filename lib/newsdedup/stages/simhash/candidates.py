@@ -163,6 +163,78 @@ def code_rows(lang: pa.Array, simhash_w: pa.Array, mh_bands: pa.Array,
             np.concatenate(tables))
 
 
+@njit(cache=True)
+def _mixed(x):
+    """reference.mix64 of one uint64 (the same splitmix64 finaliser, compiled)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True)
+def _codes_passing(lang_of, fps, lengths, values, masks, n_masks, table_salts, band_salts, bitmap):
+    """(row, code) of the codes code_rows gives whose bit is set in bitmap, row by row.
+
+    lang_of: each row's index into the per-language arrays, -1 for a row without a fingerprint;
+    lengths, values: the rows' band values laid end to end. bitmap: incremental.code_bitmap's layout
+    (a code's low bits, whatever the bitmap's length is a power of two of, name its bit)."""
+    n = fps.shape[0]
+    low_mask = np.uint64(bitmap.shape[0] * 8 - 1)
+    rows = np.empty(n * masks.shape[1] + values.shape[0], np.int64)
+    codes = np.empty(rows.shape[0], np.uint64)
+    k, start = 0, 0
+    for i in range(n):
+        lang = lang_of[i]
+        if lang >= 0:
+            for t in range(n_masks[lang]):
+                code = _mixed((masks[lang, t] & fps[i]) ^ table_salts[lang, t])
+                low = code & low_mask
+                if (bitmap[low >> np.uint64(3)] >> (low & np.uint64(7))) & 1:
+                    rows[k], codes[k] = i, code
+                    k += 1
+            for j in range(lengths[i]):
+                code = _mixed(values[start + j] ^ band_salts[lang, j])
+                low = code & low_mask
+                if (bitmap[low >> np.uint64(3)] >> (low & np.uint64(7))) & 1:
+                    rows[k], codes[k] = i, code
+                    k += 1
+        start += lengths[i]
+    return rows[:k], codes[:k]
+
+
+def code_rows_passing(bitmap: np.ndarray, lang: pa.Array, simhash_w: pa.Array, mh_bands: pa.Array,
+                      sim_conf: "SimhashConfig") -> tuple[np.ndarray, np.ndarray]:
+    """(row, code) of code_rows' entries whose code may be one of bitmap's (incremental.may_hold),
+    computed and tested one code at a time: a closure pass meets every stored document's 35 or so
+    codes, and most meet nothing, so the arrays code_rows builds for them were most of its time."""
+    n = len(simhash_w)
+    has_fp = ~np.asarray(simhash_w.is_null().to_numpy(zero_copy_only=False), bool)
+    fps = np.asarray(simhash_w.fill_null(0).to_numpy(), np.int64).view(np.uint64)
+    lengths = np.asarray(pc.list_value_length(mh_bands).fill_null(0).to_numpy(), np.int64)
+    values = np.asarray(pc.list_flatten(mh_bands).to_numpy(), np.int64).view(np.uint64)
+    encoded = pc.dictionary_encode(lang.fill_null("default")).combine_chunks() if isinstance(
+        lang, pa.ChunkedArray) else pc.dictionary_encode(lang.fill_null("default"))
+    names = encoded.dictionary.to_pylist()
+    lang_of = np.where(has_fp, np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64), -1)
+    width = int(lengths.max()) if n else 0
+    layouts = []
+    for name in names:
+        spec = sim_conf.language(name)
+        layouts.append(_layout(name, spec.blocks, spec.max_hamming, width))
+    n_tables = max((len(m) for m, _, _ in layouts), default=0)
+    masks = np.zeros((len(names), n_tables), np.uint64)
+    table_salts = np.zeros((len(names), n_tables), np.uint64)
+    band_salts = np.zeros((len(names), width), np.uint64)
+    n_masks = np.zeros(len(names), np.int64)
+    for i, (m, t, b) in enumerate(layouts):
+        masks[i, :len(m)], table_salts[i, :len(t)], band_salts[i, :len(b)], n_masks[i] = m, t, b, len(m)
+    rows, codes = _codes_passing(lang_of, fps, lengths, values, masks, n_masks, table_salts, band_salts,
+                                 np.asarray(bitmap, np.uint8))
+    return rows, codes.view(np.int64)
+
+
 # ---------------------------------------------------------------- per-language expressions
 
 def per_language(sim_conf: "SimhashConfig", lang: Column, value) -> Column:
