@@ -48,6 +48,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ...clustering import cut_lineage
+from .kernels import mix_one
 from .reference import mix64
 
 if TYPE_CHECKING:
@@ -164,16 +165,6 @@ def code_rows(lang: pa.Array, simhash_w: pa.Array, mh_bands: pa.Array,
 
 
 @njit(cache=True)
-def _mixed(x):
-    """reference.mix64 of one uint64 (the same splitmix64 finaliser, compiled)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@njit(cache=True)
 def _codes_passing(lang_of, fps, lengths, values, masks, n_masks, table_salts, band_salts, bitmap):
     """(row, code) of the codes code_rows gives whose bit is set in bitmap, row by row.
 
@@ -189,13 +180,13 @@ def _codes_passing(lang_of, fps, lengths, values, masks, n_masks, table_salts, b
         lang = lang_of[i]
         if lang >= 0:
             for t in range(n_masks[lang]):
-                code = _mixed((masks[lang, t] & fps[i]) ^ table_salts[lang, t])
+                code = mix_one((masks[lang, t] & fps[i]) ^ table_salts[lang, t])
                 low = code & low_mask
                 if (bitmap[low >> np.uint64(3)] >> (low & np.uint64(7))) & 1:
                     rows[k], codes[k] = i, code
                     k += 1
             for j in range(lengths[i]):
-                code = _mixed(values[start + j] ^ band_salts[lang, j])
+                code = mix_one(values[start + j] ^ band_salts[lang, j])
                 low = code & low_mask
                 if (bitmap[low >> np.uint64(3)] >> (low & np.uint64(7))) & 1:
                     rows[k], codes[k] = i, code

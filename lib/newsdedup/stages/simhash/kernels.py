@@ -128,7 +128,7 @@ def _word_hash(cps, start, end):
     h = np.uint64(0xCBF29CE484222325)
     for i in range(start, end):
         h = (h ^ np.uint64(cps[i])) * np.uint64(0x100000001B3)
-    return _mix(h) | np.uint64(1)           # 0 marks an empty slot
+    return mix_one(h) | np.uint64(1)           # 0 marks an empty slot
 
 
 @njit(cache=True)
@@ -204,7 +204,8 @@ def word_cache() -> WordCache:
 
 
 @njit(inline="always")
-def _mix(x):
+def mix_one(x):
+    """reference.mix64 of one uint64, compiled (inlined into the kernels that call it)."""
     x = x ^ (x >> np.uint64(30))
     x = x * np.uint64(0xBF58476D1CE4E5B9)
     x = x ^ (x >> np.uint64(27))
@@ -362,7 +363,7 @@ def feature_hashes(cps, start, end, kind, g, is_word, is_text, values, hashes, c
         return 0
     if nv < g:
         for i in range(nv):
-            hashes[i] = _mix(values[i])
+            hashes[i] = mix_one(values[i])
         return nv
     # Window i's chain, acc = mix(acc * K + values[i + k]) for k = 1 .. g-1, advanced one member
     # for all windows at a time: the same arithmetic, in loops without a dependency from one
@@ -372,9 +373,9 @@ def feature_hashes(cps, start, end, kind, g, is_word, is_text, values, hashes, c
     hashes[:m] = values[:m]
     for k in range(1, g):
         for i in range(m):
-            hashes[i] = _mix(hashes[i] * k_mul + values[i + k])
+            hashes[i] = mix_one(hashes[i] * k_mul + values[i + k])
     for i in range(m):
-        hashes[i] = _mix(hashes[i])
+        hashes[i] = mix_one(hashes[i])
     return m
 
 
@@ -496,7 +497,7 @@ def distinct_high32(hashes, m, out, tmp):
 def set_simhash_bits(shingles, k, scratch, counts):
     """Unsigned SimHash of a set of k > 0 shingles, each voting once (reference.set_simhash)."""
     for i in range(k):
-        scratch[i] = _mix(np.uint64(shingles[i]) * GOLDEN)
+        scratch[i] = mix_one(np.uint64(shingles[i]) * GOLDEN)
     return simhash_bits(scratch, k, counts)
 
 
@@ -505,17 +506,17 @@ def minhash_band_hashes(shingles, k, salts, n_bands, rows, scratch, out):
     """out[:n_bands] = the band hashes of the n_bands x rows MinHash signature of k > 0 shingles
     (reference.minhash_bands): function p is splitmix64(premixed(x) XOR salts[p])."""
     for i in range(k):
-        scratch[i] = _mix(np.uint64(shingles[i]) * GOLDEN + np.uint64(1))
+        scratch[i] = mix_one(np.uint64(shingles[i]) * GOLDEN + np.uint64(1))
     for b in range(n_bands):
         acc = np.uint64(b + 1)
         for j in range(rows):
             salt = salts[b * rows + j]
             low = np.uint64(0xFFFFFFFFFFFFFFFF)
             for i in range(k):
-                v = _mix(scratch[i] ^ salt)
+                v = mix_one(scratch[i] ^ salt)
                 if v < low:
                     low = v
-            acc = _mix(acc * GOLDEN + low)
+            acc = mix_one(acc * GOLDEN + low)
         out[b] = acc
 
 
