@@ -16,8 +16,8 @@ import pytest
 
 from newsdedup import incremental
 from newsdedup.config import load_config
-from newsdedup.incremental import KEY, PAIR, FrontierIndex, code_bitmap, linked_ids, may_hold, round_hits
-from newsdedup.stages.simhash.candidates import bucket_codes, code_rows, code_rows_passing
+from newsdedup.incremental import KEY, PAIR, FrontierIndex, linked_ids, round_hits
+from newsdedup.stages.simhash.candidates import bucket_codes, code_bitmap, code_rows, code_rows_passing
 from newsdedup.stages.simhash.live import batch_pairs
 
 SIM = load_config().simhash
@@ -69,6 +69,13 @@ def corpus(seed: int):
     return frontier, stored
 
 
+def may_hold(bitmap: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The bitmap's test in numpy, as code_bitmap's docstring states it: each code's bit, named by
+    its low bits (the compiled pass must agree with it)."""
+    low = np.asarray(codes, np.int64).view(np.uint64) & np.uint64(len(bitmap) * 8 - 1)
+    return ((bitmap[low >> np.uint64(3)] >> (low & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+
+
 def table(rows) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
@@ -84,7 +91,7 @@ def test_code_rows_are_the_documents_bucket_codes():
 
 
 def test_the_codes_passing_a_bitmap_are_code_rows_codes_that_may_hold_passes():
-    """code_rows_passing (the closure pass's compiled path) against code_rows and may_hold: the same
+    """code_rows_passing (the closure pass's compiled path) against code_rows and the bitmap's test: the same
     (row, code) entries, for a bitmap of some of the codes, of none and of all."""
     frontier, stored = corpus(2)
     batch = table(frontier + stored).combine_chunks().to_batches()[0].slice(5)

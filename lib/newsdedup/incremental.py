@@ -131,7 +131,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from .clustering import component_labels, cut_lineage, rows_in
 from .io import store
-from .stages.simhash.candidates import code_rows, code_rows_passing
+from .stages.simhash.candidates import code_bitmap, code_rows, code_rows_passing
 from .stages.simhash.verify import pair_features, similarity, verified
 
 if TYPE_CHECKING:
@@ -375,32 +375,6 @@ class FrontierIndex:
                    contents=pc.unique(keys["content_hash"].combine_chunks().drop_null()), affected=affected)
 
 
-# A bitmap of the frontier's codes' low bits, at least this many bits per code: about 1 in 16 codes
-# that no frontier document has passes it. Up to 2**27 bits (16 MB, broadcast with the index).
-BITS_PER_CODE, MAX_BITMAP_BITS = 16, 27
-
-
-def code_bitmap(codes: np.ndarray) -> np.ndarray:
-    """A packed bitmap (uint8) with the bit of each code's low bits set: may_hold's table.
-
-    Codes are mix64 outputs, so their low bits are spread evenly. Built once per round, on the
-    driver; a hash set rebuilt for every batch of stored keys (pyarrow's is_in builds its value
-    set per call) took most of a pass's time."""
-    bits = int(np.clip(np.ceil(np.log2(max(len(codes), 1) * BITS_PER_CODE)), 16, MAX_BITMAP_BITS))
-    low = np.asarray(codes, np.int64).view(np.uint64) & np.uint64((1 << bits) - 1)
-    bitmap = np.zeros(1 << (bits - 3), np.uint8)
-    np.bitwise_or.at(bitmap, low >> np.uint64(3), np.left_shift(1, low & np.uint64(7)).astype(np.uint8))
-    return bitmap
-
-
-def may_hold(bitmap: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """Whether each code may be one of the bitmap's: True for every code that is (never a false
-    negative), and for a few that are not; an exact lookup follows."""
-    mask = np.uint64(len(bitmap) * 8 - 1)
-    low = np.asarray(codes, np.int64).view(np.uint64) & mask
-    return ((bitmap[low >> np.uint64(3)] >> (low & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
-
-
 def _names(lang) -> np.ndarray:
     return np.asarray(lang.fill_null("default").to_numpy(zero_copy_only=False), object)
 
@@ -535,7 +509,7 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
 
 def frontier_keys(spark: SparkSession, keys: DataFrame, seed_keys: DataFrame, seed_ids: np.ndarray,
                   frontier: np.ndarray) -> pa.Table:
-    """The key rows (KEY_COLUMNS) of frontier's documents: those of the slice (seed_ids) from its own
+    """The key rows (KEY_COLUMNS) of frontier's (not empty) documents: those of the slice (seed_ids) from its own
     rows, only the others from the archive's keys. The slice's rows are the archive's (docs is the
     slice plus the stored documents it does not replace), and a first pass's frontier is the slice:
     a scan of the whole archive's keys for it cost 1.7-3.4 s at 1M (the slice's rows: 0.2 s)."""
@@ -544,8 +518,6 @@ def frontier_keys(spark: SparkSession, keys: DataFrame, seed_keys: DataFrame, se
     for source, ids in ((seed_keys, frontier[own]), (keys, frontier[~own])):
         if len(ids):
             parts.append(source.join(F.broadcast(_ids_frame(spark, ids)), "id", "left_semi").toArrow())
-    if not parts:
-        return keys.limit(0).toArrow()
     # The two sides may differ in a field's nullability only (the archive is a union); the index reads values.
     schema = pa.schema([f.with_nullable(True) for f in parts[0].schema])
     return pa.concat_tables([p.cast(schema) for p in parts])

@@ -134,14 +134,12 @@ def code_rows(lang: pa.Array, simhash_w: pa.Array, mh_bands: pa.Array,
     """bucket_codes for a whole Arrow batch at once, flattened: (row, code, is_table), one entry per
     code of each row (a row's codes are exactly bucket_codes' for it, in another order).
 
-    lang: string, simhash_w: int64, mh_bands: list<int64>, all of one batch. The closure of an
-    incremental run scans every stored document with this each round, so it stays in numpy."""
+    lang: string, simhash_w: int64, mh_bands: list<int64>, all of one batch (Arrays). The closure
+    indexes its frontier's codes with it; the stored documents' pass keeps only the codes that meet
+    the frontier (code_rows_passing)."""
     n = len(simhash_w)
-    has_fp = ~np.asarray(simhash_w.is_null().to_numpy(zero_copy_only=False), bool)
-    fps = np.asarray(simhash_w.fill_null(0).to_numpy(), np.int64).view(np.uint64)
+    has_fp, fps, lengths, values = _fingerprint_arrays(simhash_w, mh_bands)
     names = np.asarray(lang.fill_null("default").to_numpy(zero_copy_only=False), object)
-    lengths = np.asarray(pc.list_value_length(mh_bands).fill_null(0).to_numpy(), np.int64)
-    values = np.asarray(pc.list_flatten(mh_bands).to_numpy(), np.int64).view(np.uint64)
     value_row = np.repeat(np.arange(n), lengths)
     position = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     rows, codes, tables = [], [], []
@@ -164,13 +162,42 @@ def code_rows(lang: pa.Array, simhash_w: pa.Array, mh_bands: pa.Array,
             np.concatenate(tables))
 
 
+def _fingerprint_arrays(simhash_w: pa.Array, mh_bands: pa.Array) -> tuple[np.ndarray, ...]:
+    """(has a fingerprint, simhash_w as uint64, band values per row, the band values end to end as
+    uint64) of a batch: what the bucket codes are computed from."""
+    has_fp = ~np.asarray(simhash_w.is_null().to_numpy(zero_copy_only=False), bool)
+    fps = np.asarray(simhash_w.fill_null(0).to_numpy(), np.int64).view(np.uint64)
+    lengths = np.asarray(pc.list_value_length(mh_bands).fill_null(0).to_numpy(), np.int64)
+    values = np.asarray(pc.list_flatten(mh_bands).to_numpy(), np.int64).view(np.uint64)
+    return has_fp, fps, lengths, values
+
+
+# A bitmap of a set of codes' low bits (code_bitmap), at least this many bits per code: about 1 in
+# 16 codes outside the set passes it. Up to 2**27 bits (16 MB, broadcast with a closure's index).
+BITS_PER_CODE, MAX_BITMAP_BITS = 16, 27
+
+
+def code_bitmap(codes: np.ndarray) -> np.ndarray:
+    """A packed bitmap (uint8) with the bit of each code's low bits set; code_rows_passing tests
+    codes against it (a code's low bits, as many as the bitmap's length in bits is a power of two
+    of, name its bit: never a false negative, a few false positives; an exact lookup follows).
+
+    Codes are mix64 outputs, so their low bits are spread evenly. Built once per closure round, on
+    the driver; a hash set rebuilt for every batch of stored keys (pyarrow's is_in builds its value
+    set per call) took most of a pass's time."""
+    bits = int(np.clip(np.ceil(np.log2(max(len(codes), 1) * BITS_PER_CODE)), 16, MAX_BITMAP_BITS))
+    low = np.asarray(codes, np.int64).view(np.uint64) & np.uint64((1 << bits) - 1)
+    bitmap = np.zeros(1 << (bits - 3), np.uint8)
+    np.bitwise_or.at(bitmap, low >> np.uint64(3), np.left_shift(1, low & np.uint64(7)).astype(np.uint8))
+    return bitmap
+
+
 @njit(cache=True)
 def _codes_passing(lang_of, fps, lengths, values, masks, n_masks, table_salts, band_salts, bitmap):
     """(row, code) of the codes code_rows gives whose bit is set in bitmap, row by row.
 
     lang_of: each row's index into the per-language arrays, -1 for a row without a fingerprint;
-    lengths, values: the rows' band values laid end to end. bitmap: incremental.code_bitmap's layout
-    (a code's low bits, whatever the bitmap's length is a power of two of, name its bit)."""
+    lengths, values: the rows' band values laid end to end. bitmap: code_bitmap's."""
     n = fps.shape[0]
     low_mask = np.uint64(bitmap.shape[0] * 8 - 1)
     rows = np.empty(n * masks.shape[1] + values.shape[0], np.int64)
@@ -197,16 +224,13 @@ def _codes_passing(lang_of, fps, lengths, values, masks, n_masks, table_salts, b
 
 def code_rows_passing(bitmap: np.ndarray, lang: pa.Array, simhash_w: pa.Array, mh_bands: pa.Array,
                       sim_conf: "SimhashConfig") -> tuple[np.ndarray, np.ndarray]:
-    """(row, code) of code_rows' entries whose code may be one of bitmap's (incremental.may_hold),
-    computed and tested one code at a time: a closure pass meets every stored document's 35 or so
-    codes, and most meet nothing, so the arrays code_rows builds for them were most of its time."""
+    """(row, code) of code_rows' entries whose code's bit is set in bitmap (code_bitmap), computed
+    and tested one code at a time: a closure pass meets every stored document's 35 or so codes, and
+    most meet nothing, so the arrays code_rows builds for them were most of its time. The arguments
+    are code_rows' (Arrays of one batch)."""
     n = len(simhash_w)
-    has_fp = ~np.asarray(simhash_w.is_null().to_numpy(zero_copy_only=False), bool)
-    fps = np.asarray(simhash_w.fill_null(0).to_numpy(), np.int64).view(np.uint64)
-    lengths = np.asarray(pc.list_value_length(mh_bands).fill_null(0).to_numpy(), np.int64)
-    values = np.asarray(pc.list_flatten(mh_bands).to_numpy(), np.int64).view(np.uint64)
-    encoded = pc.dictionary_encode(lang.fill_null("default")).combine_chunks() if isinstance(
-        lang, pa.ChunkedArray) else pc.dictionary_encode(lang.fill_null("default"))
+    has_fp, fps, lengths, values = _fingerprint_arrays(simhash_w, mh_bands)
+    encoded = pc.dictionary_encode(lang.fill_null("default"))
     names = encoded.dictionary.to_pylist()
     lang_of = np.where(has_fp, np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64), -1)
     width = int(lengths.max()) if n else 0
