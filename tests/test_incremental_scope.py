@@ -159,3 +159,59 @@ def test_a_pass_reads_the_slices_frontier_keys_from_the_slice_and_the_others_fro
                                            np.array([2], np.int64)).to_pylist()] == [2]
     assert sorted(r["id"] for r in frontier_keys(spark, archive, slice_, seed_ids,
                                                  np.array([4, 7], np.int64)).to_pylist()) == [4, 7]
+
+
+# ------------------------------------------------------------------ the documents write of a slice
+
+def _documents_writes(spark, out: str) -> list[str]:
+    """The operations that wrote rows into out's documents table, oldest first (OPTIMIZE left out)."""
+    from delta.tables import DeltaTable
+
+    history = DeltaTable.forPath(spark, f"{out}/documents").history().orderBy("version").collect()
+    return [h.operation for h in history if h.operation in ("WRITE", "MERGE")]
+
+
+def _stored_documents(spark, out: str) -> dict[int, str]:
+    rows = store.read(spark, out, "documents").select("id", "title").collect()
+    assert len(rows) == len({r.id for r in rows}), "an id is stored twice"
+    return {r.id: r.title for r in rows}
+
+
+def test_a_slice_of_new_ids_is_appended_and_one_that_brings_a_stored_id_merged(spark, conf, tmp_path):
+    paths = slice_files(tmp_path, STORED, NEW)
+    recrawl = str(tmp_path / "recrawl.parquet")
+    pd.DataFrame([{**STORED[3], "title": "Unrelated four, corrected"}]).astype(
+        {"published_at": "datetime64[us, UTC]"}).to_parquet(recrawl)
+    out = str(tmp_path / "out")
+    job.run(spark, paths["stored"], out, conf, load_pg=False)
+    job.run(spark, paths["new"], out, conf, load_pg=False)
+    # The new ids were appended (MERGE would have joined every stored id to find no match).
+    assert _documents_writes(spark, out)[-1] == "WRITE"
+    report = job.run(spark, recrawl, out, conf, load_pg=False)
+    assert report.counts["recrawled"] == 1
+    assert _documents_writes(spark, out)[-1] == "MERGE"   # the stored row is replaced, not written twice
+    docs = _stored_documents(spark, out)
+    assert len(docs) == len(STORED) + len(NEW) and docs[40] == "Unrelated four, corrected"
+
+
+def test_a_slice_resumed_after_its_documents_were_appended_writes_them_once(spark, conf, tmp_path, monkeypatch):
+    """A run that dies after its documents are appended, resumed: with_stored sees the run's own rows
+    there, so the documents are merged this time, not appended a second time."""
+    paths = slice_files(tmp_path, STORED, NEW)
+    out = str(tmp_path / "out")
+    job.run(spark, paths["stored"], out, conf, load_pg=False)
+    real = store.insert_quarantine
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("the driver died after the documents write")
+
+    monkeypatch.setattr(store, "insert_quarantine", dies)
+    with pytest.raises(RuntimeError, match="died after the documents write"):
+        job.run(spark, paths["new"], out, conf, load_pg=False, run_id="slice-two")
+    assert _documents_writes(spark, out)[-1] == "WRITE" and len(_stored_documents(spark, out)) == 10
+    monkeypatch.setattr(store, "insert_quarantine", real)
+    job.run(spark, None, out, conf, load_pg=False, resume="slice-two")
+    assert sorted(_stored_documents(spark, out)) == sorted(r["id"] for r in STORED + NEW)
+    full = str(tmp_path / "full")
+    job.run(spark, paths["all"], full, conf, load_pg=False)
+    assert keyset(store.active_links(spark, out)) == keyset(store.read(spark, full, "duplicate_links"))

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -40,6 +39,8 @@ class CascadeResult:
     scope: DataFrame | None = None
     # The components rows of the documents the run computed links for (None: a dry run).
     components: DataFrame | None = None
+    # No document's id is in the documents table yet (incremental.Archive.all_new): appended, not merged.
+    documents_new: bool = False
 
 
 # Why a prepared document (one that has an id, url, source and date) is quarantined after all.
@@ -192,7 +193,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
         report.add(out.report)
         components = out.frames["components"]
     return CascadeResult(documents=_with_flags(new_docs, all_flags), links=links, quarantine=quarantine,
-                         scope=scope, components=components)
+                         scope=scope, components=components, documents_new=archive.all_new)
 
 
 def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Config",
@@ -237,9 +238,7 @@ def _stored_components(spark: SparkSession, archive: "incremental.Archive", conf
     components = incremental.read_components(spark, output)
     if components is None:
         return None, "no components stored (an output written before them; an archive run stores them all)"
-    stored = archive.documents.join(archive.accepted.select("id"), "id", "left_anti").select("id")
-    ids = stored.toArrow()["id"].to_numpy()
-    if not components.covers(np.asarray(ids, np.int64)):
+    if not components.covers(archive.kept_ids):
         return None, ("stored documents without a component (written by a run that did not store them; "
                       "an archive run stores them all)")
     return components, None

@@ -265,7 +265,7 @@ def _write(spark, result, output: str, conf: "Config", report: RunReport, now: d
         actions = incremental.write_links(spark, result.links, store.table_path(output, "duplicate_links"),
                                           report.run_id, now, scope=result.scope, changed=changed)
         store.merge_documents(spark, result.documents.withColumn("run_id", run_col),
-                              store.table_path(output, "documents"))
+                              store.table_path(output, "documents"), all_new=result.documents_new)
         store.insert_quarantine(spark,
                                 result.quarantine.withColumn("run_id", run_col).withColumn("quarantined_at", ts),
                                 store.table_path(output, "quarantine"))

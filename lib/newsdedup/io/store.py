@@ -66,16 +66,19 @@ def check_is_output(spark: SparkSession, output: str, table: str = "duplicate_li
                                f"(run `newsdedup run --output {output}` first, or check the path)")
 
 
-def merge_documents(spark: SparkSession, docs: DataFrame, path: str) -> None:
+def merge_documents(spark: SparkSession, docs: DataFrame, path: str, all_new: bool = False) -> None:
     """Upsert by id: a rerun or a newer snapshot refreshes a document's keys in place.
 
     An empty table (a first run's, created clustered by layout.prepare_table) is appended to: with
     nothing to match, MERGE would only copy its whole source aside first (Delta materialises a
-    MERGE source it cannot prove deterministic) and then write it. docs holds each id once."""
+    MERGE source it cannot prove deterministic) and then write it. So is a table known to hold
+    none of docs' ids (all_new: the run read the stored ids, incremental.with_stored), where MERGE
+    would join every stored id to find no match (a 1% slice at 1M: 1.7-2.3 s, the append well under
+    one). docs holds each id once."""
     if not exists(spark, path):
         docs.write.format("delta").save(path)
         return
-    if is_empty(spark, path):
+    if all_new or is_empty(spark, path):
         docs.write.format("delta").mode("append").save(path)
         return
     (DeltaTable.forPath(spark, path).alias("t")
