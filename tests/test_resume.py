@@ -142,6 +142,26 @@ def test_a_finished_run_id_is_not_started_again(spark, conf, tmp_path):
     assert store.read(spark, str(out), "runs").where(F.col("run_id") == "once").count() == 1
 
 
+def test_a_run_that_died_after_recording_itself_is_recorded_once_when_resumed(spark, conf, tmp_path, monkeypatch):
+    """The runs row is appended before the run state is marked finished: a run that dies between the
+    two has its row already, and its resumed attempt must not add a second one."""
+    out = tmp_path / "out"
+    small = conf.with_overrides({"semantic": {"enabled": False}})
+    real = runstate.Persisted.finish
+
+    def dies(self, keep_frames=False):
+        raise RuntimeError("died after the runs row was appended")
+
+    monkeypatch.setattr(runstate.Persisted, "finish", dies)
+    with pytest.raises(RuntimeError, match="died after the runs row"):
+        job.run(spark, str(SAMPLE), str(out), small, load_pg=False, run_id="twice")
+    monkeypatch.setattr(runstate.Persisted, "finish", real)
+    runs = store.read(spark, str(out), "runs")
+    assert runs.where(F.col("run_id") == "twice").count() == 1
+    job.run(spark, None, str(out), small, load_pg=False, resume="twice")
+    assert store.read(spark, str(out), "runs").where(F.col("run_id") == "twice").count() == 1
+
+
 def test_a_run_state_of_the_older_marker_layout_is_refused_in_one_line(spark, conf, tmp_path):
     """Markers written before report.py (counts/notes/seconds columns, the input in counts)."""
     import json

@@ -365,7 +365,8 @@ def _record(spark, output: str, input_path: str, now: datetime, report: RunRepor
             state: "runstate.Persisted") -> None:
     """The report goes into the runs table (once per run id); a JSON copy only next to a local output."""
     runs_path = store.table_path(output, "runs")
-    seen = store.exists(spark, runs_path) and (
+    # Only an earlier attempt of this run can have recorded it (a fresh run id is in no table).
+    seen = state.attempted_before and store.exists(spark, runs_path) and (
         spark.read.format("delta").load(runs_path).where(F.col("run_id") == report.run_id).limit(1).count() > 0)
     if not seen:
         runs_row = spark.createDataFrame([(report.run_id, now, input_path, report.to_json())],
