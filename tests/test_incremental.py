@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from datetime import datetime
 
 import pandas as pd
@@ -152,38 +151,6 @@ def test_another_slice_order_in_one_job_ends_the_same(runs, spark, conf, tmp_pat
     assert len({r.run_id for r in reports}) == 3
     assert reports[1].counts["existing_documents"] == reports[0].counts["documents"]   # incremental
     assert ["optimize_delta" in r.seconds for r in reports] == [False, False, True]
-
-
-def _arrays(components):
-    return [list(a) for a in (components.ids, components.component, components.settled)]
-
-
-def test_the_components_a_slice_writes_are_held_for_the_next_and_equal_the_table(runs, spark):
-    """A slice after the first takes the components from this process instead of reading the table
-    (incremental.read_components): what it holds must be the table's rows exactly."""
-    _, out, _, _, _, _ = runs
-    path = store.table_path(out, "components")
-    held = incremental._held(spark, path)
-    assert held is not None, "the last slice's write left nothing held"
-    table = incremental.Components.of(spark.read.format("delta").load(path).toArrow())
-    assert len(table.ids) == store.read(spark, out, "documents").count()
-    assert _arrays(held) == _arrays(table)
-
-
-def test_held_components_are_not_used_once_another_writer_changed_the_table(runs, spark, tmp_path):
-    _, out, _, _, _, _ = runs
-    copy = tmp_path / "copy"
-    shutil.copytree(out, copy)
-    path = store.table_path(str(copy), "components")
-    before = incremental.read_components(spark, str(copy))   # read, then held
-    assert incremental.read_components(spark, str(copy)) is before
-    first = int(before.ids[0])
-    changed = (spark.read.format("delta").load(path)
-               .withColumn("component", F.when(F.col("id") == first, F.lit(-1)).otherwise(F.col("component"))))
-    changed = spark.createDataFrame(changed.toArrow(), incremental.COMPONENTS_SCHEMA)   # read before overwritten
-    changed.write.format("delta").mode("overwrite").save(path)
-    after = incremental.read_components(spark, str(copy))
-    assert after is not before and int(after.component[0]) == -1
 
 
 def test_a_failed_slice_leaves_the_slices_before_it_and_says_how_to_go_on(runs, spark, conf, tmp_path):

@@ -115,7 +115,6 @@ the report).
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable
@@ -288,16 +287,6 @@ class Components:
         by_component = np.argsort(comp, kind="stable")
         return cls(ids, comp, settled, by_component, comp[by_component])
 
-    def updated(self, dropped: np.ndarray, rows: pa.Table) -> "Components":
-        """These components with dropped's rows removed, then rows (id, component, settled) added:
-        what write_components leaves in the table."""
-        keep = ~np.isin(self.ids, dropped)
-        return Components.of(pa.table({
-            "id": np.concatenate((self.ids[keep], np.asarray(rows["id"].to_numpy(), np.int64))),
-            "component": np.concatenate((self.component[keep], np.asarray(rows["component"].to_numpy(), np.int64))),
-            "settled": np.concatenate((self.settled[keep],
-                                       np.asarray(rows["settled"].to_numpy(zero_copy_only=False), bool)))}))
-
     def covers(self, ids: np.ndarray) -> bool:
         """Whether every one of ids has a component."""
         return bool(rows_in(self.ids, ids)[1].all())
@@ -322,39 +311,12 @@ def _spans(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
     return np.repeat(lo, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
 
 
-# A job of several slices (job.run_slices) reads, in each slice, the components the slice before it
-# wrote. The table is small (1M documents: 7 MB), but reading it to the driver cost 1.4-2.6 s a slice
-# at 1M, and the slice that wrote it held those rows on the driver already. So this process keeps
-# the last components it read or wrote per table path, tagged with the table's latest commit
-# (version, time, and the token a write puts in its commit's userMetadata); a read whose table's
-# latest commit carries the same tag takes them instead of the table. Any other writer makes a new
-# commit, so what is held is never older than the table.
-_HELD: dict[str, tuple[tuple, "Components"]] = {}
-
-
-def _latest_commit(spark: SparkSession, path: str) -> tuple:
-    h = DeltaTable.forPath(spark, path).history(1).select("version", "timestamp", "userMetadata").first()
-    return (h["version"], h["timestamp"], h["userMetadata"])
-
-
-def _held(spark: SparkSession, path: str) -> "Components | None":
-    """The components this process holds for the table at path, if they are its current rows."""
-    held = _HELD.get(path)
-    return held[1] if held is not None and held[0] == _latest_commit(spark, path) else None
-
-
 def read_components(spark: SparkSession, output: str) -> Components | None:
     """The components stored in output (None: none stored, an output written before them)."""
     path = store.table_path(output, "components")
     if not store.exists(spark, path):
         return None
-    components = _held(spark, path)
-    if components is None:
-        tag = _latest_commit(spark, path)   # before the read: a commit in between only makes the tag stale
-        components = Components.of(spark.read.format("delta").load(path).select("id", "component", "settled")
-                                   .toArrow())
-        _HELD[path] = (tag, components)
-    return components
+    return Components.of(spark.read.format("delta").load(path).select("id", "component", "settled").toArrow())
 
 
 def component_rows(spark: SparkSession, ids: DataFrame, links: DataFrame, docs: DataFrame) -> DataFrame:
@@ -389,22 +351,11 @@ def component_rows(spark: SparkSession, ids: DataFrame, links: DataFrame, docs: 
 def write_components(spark: SparkSession, rows: DataFrame, path: str, scope: DataFrame | None) -> None:
     """Make the table at path hold rows for their documents: the whole table (scope None, a run over
     the archive) or the rows of scope's ids (a closure) replaced; one overwrite, so the table never
-    holds half a run. Repeating it (a resumed write) gives the same table. When this process holds
-    the table's rows (read_components), it holds the written ones after it, for the next slice."""
-    after = None
+    holds half a run. Repeating it (a resumed write) gives the same table."""
     if scope is not None and store.exists(spark, path):
-        fresh = rows.select(*COMPONENTS_SCHEMA.names)
-        held = _held(spark, path)
-        if held is not None:
-            after = held.updated(_column(scope.select("id"), "id"), fresh.toArrow())
         kept = spark.read.format("delta").load(path).join(scope.select("id"), "id", "left_anti")
-        rows = cut_lineage(kept.unionByName(fresh))   # read before overwritten
-    (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-     .option("userMetadata", f"newsdedup components {uuid.uuid4()}").save(path))
-    if after is not None:
-        _HELD[path] = (_latest_commit(spark, path), after)
-    else:
-        _HELD.pop(path, None)
+        rows = cut_lineage(kept.unionByName(rows.select(*COMPONENTS_SCHEMA.names)))   # read before overwritten
+    rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
 
 
 # ---------------------------------------------------------------- the closure of a slice
