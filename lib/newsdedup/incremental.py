@@ -207,19 +207,17 @@ def with_stored(spark: SparkSession, docs: DataFrame, output: str | None,
     if path is None or not store.exists(spark, path):
         return Archive(docs, docs, None, {})
     stored = store.read(spark, output, "documents")
-    if run_id is not None and "run_id" in stored.columns:
-        own = F.col("run_id").eqNullSafe(F.lit(run_id))
-        stored_ids, own_rows = _stored_ids(stored.select("id", own.alias("own")))
-        stored = stored.where(~own)
-    else:
-        stored_ids, own_rows = _column(stored.select("id"), "id"), False
+    own = (F.col("run_id").eqNullSafe(F.lit(run_id)) if run_id is not None and "run_id" in stored.columns
+           else F.lit(False))
+    stored_ids, own_rows = _stored_ids(stored.select("id", own.alias("own")))
+    stored = stored.where(~own)
     if not len(stored_ids):   # a first run (perhaps resumed after its documents were written)
         return Archive(docs, docs, None, {}, all_new=not own_rows)
     missing = [c for c in docs.columns if c not in stored.columns]
     if missing:
         raise ValueError(f"{path} lacks columns {missing}: written by an older version; rerun the whole archive")
-    n_docs = docs.count()
     slice_ids = _column(docs.select("id"), "id")
+    n_docs = len(slice_ids)
     shared = np.intersect1d(slice_ids, stored_ids)
     counts = {"recrawled": 0, "id_collisions": 0}
     collisions, replaced = None, shared

@@ -139,7 +139,8 @@ class Persisted:
         self.delta_markers = paths.join(self.root, DELTA_MARKERS)
         self.format = frame_format(output)
         self._done = self._read_markers()
-        # An attempt of this run began before this one (it may have written any of its records).
+        # An attempt of this run began before this one (it may have written any of its records); read
+        # here, before start() marks this attempt.
         self.attempted_before = RUN in self._done
 
     # -------------------------------------------------------------- the run's own record
