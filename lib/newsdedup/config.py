@@ -683,3 +683,61 @@ def yaml_load(text: str, name: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{name}: not valid YAML ({' '.join(str(exc).split())})") from None
+
+
+# ------------------------------------------------------------------ what stored results depend on
+#
+# An output keeps what earlier runs computed: every document's keys (url_hash, content_hash, the
+# stage-3 fingerprints, the date flags), and the stages 1-3 links and components they found. A later
+# run compares its slice with those; that gives the links of one run over everything only while the
+# settings behind them are the ones this run uses. The two groups are recorded with the documents
+# table (io/store.py, settings_recorded) and compared before a run starts (job.py).
+
+# Stage 3's per-language settings that its stored fingerprints depend on, and those that only its
+# candidate rule and verification read.
+_FINGERPRINT_FIELDS = ("features", "ngram", "min_features", "set_features", "set_ngram")
+_PAIRING_FIELDS = ("max_hamming", "minhash_max_hamming", "blocks", "jaccard", "containment",
+                   "numbers_overlap", "names_overlap")
+
+
+def keys_settings(conf: Config) -> dict[str, Any]:
+    """The settings every stored key is computed with (prepare): URL normalisation (url_hash), the
+    text's cleaning and cut (content_hash and every fingerprint), the dates' reading (published_at and
+    its flags, which order canonicals) and stage 3's fingerprints (simhash_w, mh_bands, the seed's
+    columns). Stored keys of other settings cannot be compared with this run's: nothing matches."""
+    sim = conf.simhash
+    return {
+        "input": {"naive_timezone": conf.input.naive_timezone, "max_text_chars": conf.input.max_text_chars,
+                  "published_at_min": conf.input.published_at_min, "published_at_max": conf.input.published_at_max},
+        "url": dataclasses.asdict(conf.url),
+        "content": dataclasses.asdict(conf.content),
+        "simhash": {"bands": sim.bands, "minhash_bands": sim.minhash_bands, "minhash_rows": sim.minhash_rows,
+                    "languages": {lang: {f: getattr(spec, f) for f in _FINGERPRINT_FIELDS}
+                                  for lang, spec in sim.languages.items()}},
+    }
+
+
+def pairing_settings(conf: Config) -> dict[str, Any]:
+    """The settings that decide which stored documents stages 1-3 relate, given their keys: stage 3's
+    candidate rule and verification. The stored links and components hold what they decided."""
+    sim = conf.simhash
+    return {"simhash": {"max_band_bucket": sim.max_band_bucket,
+                        "languages": {lang: {f: getattr(spec, f) for f in _PAIRING_FIELDS}
+                                      for lang, spec in sim.languages.items()}}}
+
+
+def changed_settings(stored: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted names of the settings that differ between two keys_settings / pairing_settings
+    mappings (one present on one side only included), sorted."""
+    changed = []
+    for name in sorted(set(stored) | set(current), key=str):
+        key = f"{prefix}{name}"
+        a, b = stored.get(name, _ABSENT), current.get(name, _ABSENT)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            changed.extend(changed_settings(a, b, key + "."))
+        elif a != b:
+            changed.append(key)
+    return changed
+
+
+_ABSENT = object()

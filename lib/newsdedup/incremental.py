@@ -97,9 +97,11 @@ members than over the archive, so split buckets (flagged
 simhash_bucket_split on their documents) may pair differently than a full run.
 Stage 4 after a change of model_version: documents outside A have no vector of
 the new version, so their pairs are not searched; rerun the archive
-(input.incremental: archive) or backfill the vectors first. input.incremental:
-archive runs the cascade over the whole archive as before (the benchmark's
-baseline, and a way to converge).
+(input.incremental: archive) or backfill the vectors first. A change of stage
+4's thresholds or window needs an archive run too. input.incremental: archive runs the cascade over the
+whole archive as before (the benchmark's baseline, and a way to converge).
+Stages 1-3 are guarded: the job refuses a slice whose settings differ from those
+the stored keys, links and components were computed with (job._settings_to_record).
 
 Work: the closure keeps the stored keys (no text) in memory from its second pass on. A pass is one scan
 of them against the frontier's keys and bucket codes, broadcast (round_hits, numpy); only pairs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from . import incremental, progress, runstate
+from . import config, incremental, progress, runstate
 from .cascade import run_cascade
 from .errors import UserError
 from .io import layout, lock, paths, pg, pg_documents, store
@@ -169,6 +170,8 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
         # not after the computation.
         dsn = pg.resolve_dsn(conf, output, dsn)
         pg.check_dsn(dsn, need_vector=conf.semantic.enabled, loader=True)
+    # Before any work: an output whose keys or links other settings made refuses this run (one line).
+    settings = None if dry_run else _settings_to_record(spark, output, conf)
     report = RunReport(run_id=resume or run_id or new_run_id())
     # Every input file is checked before anything is written under the output: an unusable one
     # stops the run here (one line each) unless input.skip_unreadable.
@@ -186,7 +189,8 @@ def _run(spark: SparkSession, input_path: str | None, output: str, conf: "Config
     progress.line(f"run {report.run_id}: {input_path} -> {output}")
     try:
         with _checkpoints_dropped(spark):
-            return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state)
+            return _steps(spark, raw, output, conf, held, dsn, dry_run, load_pg, input_path, now, report, state,
+                          settings)
     except Exception as exc:
         if not dry_run:
             _resumable(exc, output, report.run_id)
@@ -215,8 +219,9 @@ def _resumable(exc: Exception, output: str, run_id: str) -> None:
 
 def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | None", dsn: str | None,
            dry_run: bool, load_pg: bool, input_path: str, now: datetime, report: RunReport,
-           state: "runstate.Persisted | None") -> RunReport:
-    """The run's steps, its Delta write and Postgres load, and its record."""
+           state: "runstate.Persisted | None", settings: dict | None = None) -> RunReport:
+    """The run's steps, its Delta write and Postgres load, and its record (settings: to record with
+    the documents table once they are written, _settings_to_record)."""
     with progress.TaskLine(spark):
         # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
         result = run_cascade(spark, raw, conf, report, None if dry_run else output, steps=state)
@@ -225,7 +230,7 @@ def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | Non
             return report
         if held is not None:
             held.ensure_held()   # a run that stalled and lost its lock writes nothing
-        changed = _write(spark, result, output, conf, report, now, state)
+        changed = _write(spark, result, output, conf, report, now, state, settings)
         if load_pg:
             written = None
             if result.scope is not None and changed is not None:   # an incremental run loads what it changed
@@ -233,6 +238,36 @@ def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | Non
             _load_postgres(spark, output, conf, dsn, report, written, changed if written is not None else None)
     _record(spark, output, input_path, now, report, state)
     return report
+
+
+def _settings_to_record(spark: SparkSession, output: str, conf: "Config") -> dict | None:
+    """The settings this run records with the documents table (None: recorded already, the same).
+
+    Refused, in one line, before any work: a run over an output whose documents' keys were computed
+    with other settings (config.keys_settings: nothing this run computes could match them), and a
+    slice over one whose stages 1-3 links were (config.pairing_settings: the closure reruns only
+    what the slice touches, so every other document would keep links the old settings made). An
+    `input.incremental: archive` run recomputes every link from the stored keys, so it may change
+    the pairing settings, and records them. An output written before settings were recorded is
+    taken as it is, and gets them recorded."""
+    current = json.loads(json.dumps({"keys": config.keys_settings(conf), "pairing": config.pairing_settings(conf)}))
+    recorded = store.recorded_settings(spark, output)
+    if recorded is None:
+        return current
+    documents = store.table_path(output, "documents")
+    if recorded["keys"] is not None:
+        changed = config.changed_settings(recorded["keys"], current["keys"])
+        if changed:
+            raise UserError(f"{documents} holds keys computed with other settings ({', '.join(changed)} changed): "
+                            f"this run's keys could not be compared with them; restore those settings, or write "
+                            f"to a new output")
+    if recorded["pairing"] is not None and conf.input.incremental == "slice":
+        changed = config.changed_settings(recorded["pairing"], current["pairing"])
+        if changed:
+            raise UserError(f"{output} holds stages 1-3 links found with other settings ({', '.join(changed)} "
+                            f"changed): a slice would leave every document outside it linked as they were; "
+                            f"run the whole archive once with input.incremental: archive, or restore those settings")
+    return None if recorded == current else current
 
 
 def _report_skipped(report: RunReport, given: Input, output: str) -> None:
@@ -252,8 +287,9 @@ def _report_skipped(report: RunReport, given: Input, output: str) -> None:
 
 
 def _write(spark, result, output: str, conf: "Config", report: RunReport, now: datetime,
-           state: "runstate.Persisted") -> "DataFrame | None":
-    """The three Delta writes, then OPTIMIZE; each is idempotent, so a step killed half-way is simply repeated.
+           state: "runstate.Persisted", settings: dict | None = None) -> "DataFrame | None":
+    """The three Delta writes, the settings they were computed with (when not recorded already), then
+    OPTIMIZE; each is idempotent, so a step killed half-way is simply repeated.
 
     Returns the keys of the links the write changed (kept with the step, for a resumed load)."""
     run_col, ts = F.lit(report.run_id), F.lit(now).cast("timestamp")
@@ -282,6 +318,8 @@ def _write(spark, result, output: str, conf: "Config", report: RunReport, now: d
 
     done = state.step("write_delta", write, lambda r: f"{r.counts['links.new']} new links")
     report.add(done.report)
+    if settings is not None and store.exists(spark, store.table_path(output, "documents")):
+        store.record_settings(spark, output, settings)
     if conf.layout.optimize_after_run:
         opt = state.step("optimize_delta", lambda: StepOutput({}, layout.optimize_tables(spark, output, conf.layout)),
                          lambda r: " ".join(f"{t}: {r.counts[f'files.{t}.before']}->{r.counts[f'files.{t}.after']} files"

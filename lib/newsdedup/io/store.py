@@ -3,6 +3,8 @@ skipped_files, runs."""
 
 from __future__ import annotations
 
+import json
+
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -154,3 +156,36 @@ def is_active(links: DataFrame) -> Column:
 def active_links(spark: SparkSession, output: str) -> DataFrame:
     links = read(spark, output, "duplicate_links")
     return links.where(is_active(links))
+
+
+# The settings the documents' keys and the stages 1-3 links were computed with (config.keys_settings,
+# config.pairing_settings), recorded as properties of the documents table: JSON, readable with
+# DESCRIBE DETAIL by whoever wonders which settings an output holds.
+SETTINGS_PROPERTIES = {"keys": "newsdedup.settings.keys", "pairing": "newsdedup.settings.pairing"}
+
+
+def recorded_settings(spark: SparkSession, output: str) -> dict[str, dict | None] | None:
+    """Each group's recorded settings (None where the output was written before they were), or
+    None when the output holds no documents table yet."""
+    path = table_path(output, "documents")
+    if not exists(spark, path):
+        return None
+    props = spark.sql(f"DESCRIBE DETAIL {_sql_table(path)}").select("properties").first()[0] or {}
+    return {group: json.loads(props[name]) if name in props else None for group, name in SETTINGS_PROPERTIES.items()}
+
+
+def record_settings(spark: SparkSession, output: str, settings: dict[str, dict]) -> None:
+    """Record settings (a mapping per group of SETTINGS_PROPERTIES) with the documents table: a
+    metadata commit, no file rewritten."""
+    values = ", ".join(f"'{name}' = {_sql_string(json.dumps(settings[group], sort_keys=True, separators=(',', ':')))}"
+                       for group, name in SETTINGS_PROPERTIES.items())
+    spark.sql(f"ALTER TABLE {_sql_table(table_path(output, 'documents'))} SET TBLPROPERTIES ({values})")
+
+
+def _sql_table(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def _sql_string(text: str) -> str:
+    """text as a Spark SQL string literal (its parser reads backslash escapes)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
