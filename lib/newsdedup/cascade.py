@@ -88,13 +88,15 @@ def _count_prepared(prepared: DataFrame, invalid: DataFrame) -> dict[str, int]:
 
 
 def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: RunReport,
-                output: str | None = None, steps: "runstate.Persisted | runstate.InMemory | None" = None
-                ) -> CascadeResult:
+                output: str | None = None, steps: "runstate.Persisted | runstate.InMemory | None" = None,
+                stored_features: "incremental.StoredFeatures | None" = None) -> CascadeResult:
     """Prepare and deduplicate raw (the job's input schema), one step at a time.
 
     Every step's report is added to `report` as the step finishes (or is reused on --resume).
     output: where stage 4 keeps its vectors (None: they stay in memory).
     steps: runstate.Persisted to keep each step's frames for --resume; default in memory (cached).
+    stored_features: where an incremental run's closure may read stored documents' verification
+    features instead of their text (Postgres, pg_documents.verification_features); None: the text.
     """
     steps = steps or runstate.InMemory()
 
@@ -134,7 +136,8 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
     # The documents the stages see: on an incremental run only those the slice can change.
     docs, scope, n_docs = archive.documents, None, n_archive
     if archive.stored and conf.input.incremental == "slice":
-        out = steps.step("closure", lambda: _closure_step(spark, archive, conf, output, verify), lambda r: (
+        out = steps.step("closure", lambda: _closure_step(spark, archive, conf, output, verify, stored_features),
+                         lambda r: (
             f"{r.counts['incremental.affected_documents']} of {n_archive} documents affected "
             f"in {r.counts['incremental.rounds']} rounds"),
             measure=lambda frames: {"incremental.affected_documents": frames["affected"].count()})
@@ -197,7 +200,8 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
 
 
 def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Config",
-                  output: str, carried: DataFrame | None) -> runstate.StepOutput:
+                  output: str, carried: DataFrame | None,
+                  stored_features: "incremental.StoredFeatures | None" = None) -> runstate.StepOutput:
     """The documents the slice can change (incremental.closure) and their archive rows."""
     links_path = store.table_path(output, "duplicate_links")
     links = None
@@ -213,9 +217,10 @@ def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Co
             rows = frontier.select("id", order_date().alias("published_at"), "lang", "title", "body")
             return near_ids(spark, conf, rows, dates, output)
     components, why = _stored_components(spark, archive, conf, output)
+    stats: dict[str, int] = {}
     affected, sizes, passes = incremental.closure(archive.documents, archive.accepted, conf, links,
-                                                  near, components, carried)
-    counts = {"incremental.rounds": len(sizes) - 1, "incremental.slice_documents": sizes[0],
+                                                  near, components, carried, stored_features, stats)
+    counts = {"incremental.rounds": len(sizes) - 1, "incremental.slice_documents": sizes[0], **stats,
               "incremental.keys_passes": passes, "incremental.by_components": int(components is not None),
               **{f"incremental.round_{i}": n for i, n in enumerate(sizes[1:], start=1)}}
     notes = [f"closure by rounds: {why}"] if why else []

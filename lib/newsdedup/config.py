@@ -726,6 +726,17 @@ def pairing_settings(conf: Config) -> dict[str, Any]:
                                       for lang, spec in sim.languages.items()}}}
 
 
+def settings_digest(conf: Config) -> str:
+    """A short digest of keys_settings and pairing_settings together: what a stored row's stage-3
+    columns (fingerprint codes, shingle set, numbers, names) were computed with, kept on the row."""
+    import hashlib
+    import json
+
+    text = json.dumps({"keys": keys_settings(conf), "pairing": pairing_settings(conf)}, sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 def changed_settings(stored: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
     """The dotted names of the settings that differ between two keys_settings / pairing_settings
     mappings (one present on one side only included), sorted."""

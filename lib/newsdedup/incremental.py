@@ -108,7 +108,9 @@ of them against the frontier's keys and bucket codes, broadcast (round_hits, num
 to documents not yet in the closure are verified; the closure's ids, the stored components and
 the active links are numpy arrays on the driver. The stages, the link diff and the documents MERGE see only A and the
 slice. A closure of more than MAX_AFFECTED documents gives up and takes the whole archive.
-The stored text is read twice (the new pairs' stored side's features: the slice's side has prepare's;
+The stored text is read twice (the new pairs' stored side's features: the slice's side has prepare's,
+and a run that loads Postgres reads the stored side's there where Postgres holds them for the same
+text and settings, _with_stored_features, so that read skips them, and is skipped when none is left;
 then A's rows); where the slice's own days
 name few of the documents table's files (a backfill run in time order), the second read is
 filtered by A's days, so Delta skips the other files (read_by_date, incremental.read_by_date in
@@ -363,8 +365,9 @@ def write_components(spark: SparkSession, rows: DataFrame, path: str, scope: Dat
 KEY_COLUMNS = ("id", "url_hash", "content_hash", "lang", "simhash_w", "mh_bands")
 # What a stored document has in common with the frontier, in a round's hits.
 KEY, PAIR = 0, 1      # a shared url_hash or content_hash (b only); a stage-3 candidate pair (a, b)
+# b_content: b's content_hash, on PAIR rows (what a stored copy of b's features must have been made from).
 HITS_ARROW = pa.schema([("a", pa.int64()), ("b", pa.int64(), False), ("lang", pa.string()),
-                        ("kind", pa.int32(), False)])
+                        ("kind", pa.int32(), False), ("b_content", pa.string())])
 HITS_SCHEMA = from_arrow_schema(HITS_ARROW)
 # Above this many affected documents the closure stops and the run takes the whole archive: a slice
 # that touches so much of it gains nothing from a closure, and the driver keeps the closure's ids.
@@ -442,13 +445,15 @@ def round_hits(index: FrontierIndex, batch: pa.RecordBatch, sim_conf: "SimhashCo
     keep = ((index.names[a_row] == names[b_row]) & close
             & (index.ids[a_row] != ids[b_row]) & ~np.isin(ids[b_row], index.affected))
     a, b, lang = index.ids[a_row[keep]], ids[b_row[keep]], index.names[a_row[keep]]
+    content = pc.take(batch.column("content_hash"), pa.array(b_row[keep])).cast(pa.string())
     keys_b = ids[key_hit]
     return pa.RecordBatch.from_pydict({
         "a": pa.array(np.concatenate((np.full(len(keys_b), -1), a)), pa.int64(),
                       mask=np.concatenate((np.ones(len(keys_b), bool), np.zeros(len(a), bool)))),
         "b": np.concatenate((keys_b, b)).astype(np.int64),
         "lang": pa.array([None] * len(keys_b) + lang.tolist(), pa.string()),
-        "kind": np.concatenate((np.full(len(keys_b), KEY), np.full(len(a), PAIR))).astype(np.int32)},
+        "kind": np.concatenate((np.full(len(keys_b), KEY), np.full(len(a), PAIR))).astype(np.int32),
+        "b_content": pa.concat_arrays([pa.nulls(len(keys_b), pa.string()), content])},
         schema=HITS_ARROW)
 
 
@@ -474,7 +479,8 @@ Near = Callable[[DataFrame], DataFrame]   # frontier documents (archive rows) ->
 
 def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame | None,
             near: Near | None = None, components: "Components | None" = None,
-            carried: DataFrame | None = None) -> tuple[DataFrame, list[int], int]:
+            carried: DataFrame | None = None, stored_features: "StoredFeatures | None" = None,
+            stats: dict | None = None) -> tuple[DataFrame, list[int], int]:
     """The ids of docs reachable from seeds' ids under the pair relations (module docstring), the
     documents each round added (the seeds first), and the passes made over the stored keys.
 
@@ -483,6 +489,9 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
     links: the active links (None: none stored). near: stage 4's neighbours, when on. carried: the
     slice's pair features as prepare computed them (verify.pair_features), or None.
     components: the stored components (read_components), or None for rounds.
+    stored_features: where the stored side's features may be read instead of derived from its text
+    (StoredFeatures; None: always from the text). stats: gets incremental.features_from_postgres and
+    incremental.features_from_text, the stored candidates' features read each way.
 
     A pass over the stored keys (kept in memory from the second pass on) tests each document against a
     broadcast FrontierIndex with numpy (round_hits); the new candidate pairs alone are then verified
@@ -513,7 +522,8 @@ def closure(docs: DataFrame, seeds: DataFrame, conf: "Config", links: DataFrame 
                 if passes == 1:
                     keys = keys.persist(StorageLevel.MEMORY_AND_DISK)
                 rows = frontier_keys(spark, keys, seed_keys, seed_ids, to_pass)
-                found.append(_reached(spark, keys, rows, docs, affected, conf, carried))
+                found.append(_reached(spark, keys, rows, docs, affected, conf, carried, seed_ids, stored_features,
+                                      stats))
                 passes += 1
             if link_pairs is not None:
                 found.append(linked_ids(*link_pairs, frontier))
@@ -555,9 +565,12 @@ def frontier_keys(spark: SparkSession, keys: DataFrame, seed_keys: DataFrame, se
 
 
 def _reached(spark: SparkSession, keys: DataFrame, rows: pa.Table, docs: DataFrame,
-             affected: np.ndarray, conf: "Config", carried: DataFrame | None = None) -> np.ndarray:
+             affected: np.ndarray, conf: "Config", carried: DataFrame | None = None,
+             seed_ids: np.ndarray | None = None, stored_features: "StoredFeatures | None" = None,
+             stats: dict | None = None) -> np.ndarray:
     """The ids one round reaches through keys and verified stage-3 pairs from its frontier (rows:
-    the frontier's keys, frontier_keys; carried: the slice's features, read instead of derived)."""
+    the frontier's keys, frontier_keys; carried: the slice's features, read instead of derived;
+    stored_features, stats: see closure)."""
     sim_conf = conf.simhash
     index = spark.sparkContext.broadcast(FrontierIndex.of(rows, affected, sim_conf))
 
@@ -568,22 +581,56 @@ def _reached(spark: SparkSession, keys: DataFrame, rows: pa.Table, docs: DataFra
     try:
         hits = cut_lineage(keys.mapInArrow(run, HITS_SCHEMA))
         by_key = _column(hits.where(F.col("kind") == KEY).select(F.col("b").alias("id")), "id")
-        pairs = cut_lineage(hits.where(F.col("kind") == PAIR).select("a", "b", "lang").distinct())
-        if pairs.isEmpty():
+        found = cut_lineage(hits.where(F.col("kind") == PAIR).select("a", "b", "lang", "b_content").distinct())
+        if found.isEmpty():
             return by_key
+        pairs = found.select("a", "b", "lang")
         ids = cut_lineage(pairs.select(F.col("a").alias("id")).unionByName(pairs.select(F.col("b").alias("id")))
                           .distinct())
+        # A pair's slice side (a first pass's every a) has its features from prepare; the stored
+        # side's are read from Postgres where it holds them for the same text and settings
+        # (pg_documents.verification_features), else derived from the stored text.
+        carried = _with_stored_features(spark, found, carried, seed_ids, stored_features, stats)
         # Broadcast: a shuffle join would move every stored document's text to find these few.
         # Not read by date (restrict is): the candidates, verified or not, lie on every day of the
         # archive (a 1% slice of 11 days at 1M: 1,097 days), so the dates' scan would be lost time.
         n_ids = ids.count()
-        # A pair's slice side (a first pass's every a) has its features from prepare: only the
-        # stored side is derived from its text.
         feats = cut_lineage(pair_features(docs, ids, conf, carried, broadcast=n_ids <= BROADCAST_ROWS))
         near = _column(verified(similarity(pairs, feats, "a", "b"), sim_conf).select(F.col("b").alias("id")), "id")
         return np.concatenate((by_key, near))
     finally:
         index.unpersist()
+
+
+# The stored verification features of documents (Arrow: id, content_hash, lang with null as "default")
+# wherever they are held for exactly that text and the run's settings, in prepare's carried form
+# (pg_documents.verification_features); the others are left out.
+StoredFeatures = Callable[[pa.Table], pa.Table]
+
+
+def _with_stored_features(spark: SparkSession, found: DataFrame, carried: DataFrame | None,
+                          seed_ids: np.ndarray | None, stored_features: StoredFeatures | None,
+                          stats: dict | None) -> DataFrame | None:
+    """carried plus the stored features of the candidate pairs' stored side (found: a, b, lang,
+    b_content) that stored_features holds; the counts of stored candidates read that way and of
+    those left to their text go into stats."""
+    wanted = found.select(F.col("b").alias("id"), F.col("b_content").alias("content_hash"), "lang").distinct().toArrow()
+    ids = np.asarray(wanted["id"].to_numpy(), np.int64)
+    if seed_ids is not None:   # the slice's own documents have prepare's features in carried
+        wanted = wanted.filter(pa.array(~np.isin(ids, seed_ids)))
+    # Above BROADCAST_ROWS the pairs' features are joined by a shuffle anyway, and a driver holding
+    # that many documents' features to hand them to the executors would cost more than it saves.
+    held = (stored_features(wanted) if stored_features is not None and 0 < wanted.num_rows <= BROADCAST_ROWS
+            else None)
+    n_held = held.num_rows if held is not None else 0
+    if stats is not None:
+        stats["incremental.features_from_postgres"] = stats.get("incremental.features_from_postgres", 0) + n_held
+        stats["incremental.features_from_text"] = (stats.get("incremental.features_from_text", 0)
+                                                   + len(np.unique(np.asarray(wanted["id"].to_numpy()))) - n_held)
+    if not n_held:
+        return carried
+    rows = spark.createDataFrame(held).select(F.col("id").cast("long"), "shingles", "nums", "names")
+    return rows if carried is None else carried.unionByName(rows)
 
 
 # ---------------------------------------------------------------- reading stored text by its days

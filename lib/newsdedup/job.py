@@ -224,7 +224,10 @@ def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | Non
     the documents table once they are written, _settings_to_record)."""
     with progress.TaskLine(spark):
         # A dry run passes no output, so stage 4 keeps its vectors in memory instead of writing them.
-        result = run_cascade(spark, raw, conf, report, None if dry_run else output, steps=state)
+        # With Postgres loaded by this job, an incremental run reads its candidates' stored features there.
+        stored_features = pg_documents.verification_features(dsn, conf) if load_pg and not dry_run else None
+        result = run_cascade(spark, raw, conf, report, None if dry_run else output, steps=state,
+                             stored_features=stored_features)
         if dry_run:
             report.notes.append("dry run: nothing written to Delta or Postgres")
             return report

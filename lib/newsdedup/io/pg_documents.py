@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import pg, store
+from .. import config
 from .input import order_date
 from ..stages.semantic.embeddings import ModelVersionMismatch, document_text
 from ..stages.semantic.live import facts_json
@@ -271,6 +272,44 @@ def load_documents(df: DataFrame, dsn: str, load_id: str, dim: int | None = None
     return {"staged": staged, **counts}
 
 
+# The batch's closure (incremental.closure) reads the verification features of its candidate pairs'
+# stored documents from here, by primary key, instead of scanning every stored text; only from rows
+# made from the same text (the same content_hash and language) with the same settings
+# (stage3_settings), so that a row loaded before a re-crawl, or with other settings, is never read.
+# The documents it does not find here are read as text, as without Postgres.
+VERIFICATION_SQL = """
+SELECT d.id, d.shingles, d.nums, d.names
+FROM unnest(%(ids)s::bigint[], %(hashes)s::text[], %(langs)s::text[]) AS s(id, content_hash, lang)
+JOIN documents d ON d.id = s.id AND d.content_hash = s.content_hash AND COALESCE(d.lang, 'default') = s.lang
+WHERE d.stage3_settings = %(settings)s AND d.shingles IS NOT NULL
+"""
+VERIFICATION_ARROW = pa.schema([("id", pa.int64()), ("shingles", pa.binary()), ("nums", pa.list_(pa.string())),
+                                ("names", pa.list_(pa.string()))])
+
+
+def verification_features(dsn: str, conf: "Config"):
+    """A function from the wanted documents (Arrow: id, content_hash, lang with null as 'default') to
+    the verification features Postgres holds for them (VERIFICATION_ARROW, prepare's carried form:
+    the shingle set as little-endian int32 bytes), for the rows that pass VERIFICATION_SQL's tests.
+    Nothing where the documents table or its stage-3 columns are missing (never loaded, an older schema)."""
+    settings = config.settings_digest(conf)
+    needed = [("documents", c) for c in ("content_hash", "lang", *simhash_live.STORED)]
+
+    def fetch(wanted: pa.Table) -> pa.Table:
+        if not wanted.num_rows:
+            return VERIFICATION_ARROW.empty_table()
+        with pg.connect(dsn) as conn:
+            if missing_columns(conn, needed):
+                return VERIFICATION_ARROW.empty_table()
+            rows = conn.execute(VERIFICATION_SQL, {
+                "ids": wanted["id"].to_pylist(), "hashes": wanted["content_hash"].to_pylist(),
+                "langs": wanted["lang"].to_pylist(), "settings": settings}).fetchall()
+        return pa.table({"id": [r[0] for r in rows], "shingles": [bytes(r[1]) for r in rows],
+                         "nums": [r[2] for r in rows], "names": [r[3] for r in rows]}, schema=VERIFICATION_ARROW)
+
+    return fetch
+
+
 def url_hash_of_group_first(docs: DataFrame) -> DataFrame:
     """url_hash kept only on the earliest document of each url_hash (the stage-1 canonical), else null."""
     from ..clustering import order_key
@@ -309,7 +348,8 @@ def with_live_columns(docs: DataFrame, conf: "Config", facts: bool) -> DataFrame
 
 
 _SPARK_TYPES = {"sim_buckets": T.ArrayType(T.LongType()), "shingles": T.BinaryType(),
-                "nums": T.ArrayType(T.StringType()), "names": T.ArrayType(T.StringType())}
+                "nums": T.ArrayType(T.StringType()), "names": T.ArrayType(T.StringType()),
+                "stage3_settings": T.StringType()}
 
 
 def rows_from_delta(spark: SparkSession, output: str, conf: "Config", model_version: str | None,

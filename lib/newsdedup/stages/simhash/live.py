@@ -41,12 +41,17 @@ from .candidates import bucket_codes
 from .reference import hamming
 from .verify import Features, PairFeatures, features_of, features_with_shingles, pair_measures, passes
 
+from ...config import settings_digest
+
 if TYPE_CHECKING:
     from ...config import Config, SimhashConfig
 
 NAME = "simhash"
 # The stage's own Postgres columns besides prepare's simhash_w and mh_bands (io/pg_documents.py types them).
-STORED = ("sim_buckets", "shingles", "nums", "names")
+# stage3_settings: config.settings_digest of the settings those were computed with, so that a reader
+# can tell a row made with other settings (the batch's closure reads the shingles only from rows of
+# its own, incremental.closure).
+STORED = ("sim_buckets", "shingles", "nums", "names", "stage3_settings")
 
 
 def batch_pairs(lang_a: str | None, fp_a: int, bands_a: Sequence[int] | None,
@@ -62,23 +67,24 @@ def batch_pairs(lang_a: str | None, fp_a: int, bands_a: Sequence[int] | None,
     return dist <= spec.minhash_max_hamming and any(x == y for x, y in zip(bands_a or (), bands_b or ()))
 
 
-def stored_values(features: Features, codes: list[int]) -> dict[str, Any]:
-    """One document's STORED columns as Postgres takes them."""
+def stored_values(features: Features, codes: list[int], settings: str) -> dict[str, Any]:
+    """One document's STORED columns as Postgres takes them (settings: config.settings_digest)."""
     return {"sim_buckets": codes, "shingles": features.shingle_bytes(), "nums": list(features.nums),
-            "names": list(features.names)}
+            "names": list(features.names), "stage3_settings": settings}
 
 
 def stored_batch(conf: "Config"):
     """A function from an Arrow batch (id, lang, title, body, simhash_w, mh_bands) to one of
-    (id, sim_buckets, shingles, nums, names): the STORED columns, for the documents COPY path."""
-    pair_features, sim_conf = PairFeatures(conf), conf.simhash
+    (id, sim_buckets, shingles, nums, names, stage3_settings): the STORED columns, for the documents COPY path."""
+    pair_features, sim_conf, settings = PairFeatures(conf), conf.simhash, settings_digest(conf)
     schema = pa.schema([("id", pa.int64()), ("sim_buckets", pa.list_(pa.int64())), ("shingles", pa.binary()),
-                        ("nums", pa.list_(pa.string())), ("names", pa.list_(pa.string()))])
+                        ("nums", pa.list_(pa.string())), ("names", pa.list_(pa.string())),
+                        ("stage3_settings", pa.string())])
 
     def run(batch: pa.RecordBatch) -> pa.RecordBatch:
         cols = {c: batch.column(c).to_pylist() for c in ("id", "lang", "title", "body", "simhash_w", "mh_bands")}
         feats = features_of(pair_features, cols["id"], cols["lang"], cols["title"], cols["body"])
-        rows = [stored_values(f, bucket_codes(lang, fp, bands, sim_conf)) if fp is not None else None
+        rows = [stored_values(f, bucket_codes(lang, fp, bands, sim_conf), settings) if fp is not None else None
                 for f, lang, fp, bands in zip(feats, cols["lang"], cols["simhash_w"], cols["mh_bands"])]
         return pa.RecordBatch.from_pydict({
             "id": cols["id"],
@@ -130,6 +136,7 @@ class SimhashLookup:
     def __init__(self, conf: "Config"):
         self.sim_conf = conf.simhash
         self.pair_features = PairFeatures(conf)
+        self.settings = settings_digest(conf)
 
     def memory(self) -> Memory:
         return Memory()
@@ -302,5 +309,5 @@ class SimhashLookup:
     def stored_columns(self, probes: Sequence[Probe]) -> list[dict[str, Any]]:
         with_keys = [p for p in probes if p.keys.get("simhash_w") is not None]
         self._prepared(with_keys)
-        return [stored_values(*p.extra[NAME]) if p.keys.get("simhash_w") is not None
+        return [stored_values(*p.extra[NAME], self.settings) if p.keys.get("simhash_w") is not None
                 else dict.fromkeys(STORED) for p in probes]
