@@ -110,3 +110,20 @@ def test_an_output_written_before_settings_were_recorded_gets_them(spark, conf, 
     assert store.recorded_settings(spark, out) == {"keys": None, "pairing": None}
     job.run(spark, slice_path, out, conf.with_overrides({"simhash": {"minhash_rows": 4}}), load_pg=False)
     assert store.recorded_settings(spark, out)["keys"]["simhash"]["minhash_rows"] == 4
+
+
+def test_check_refuses_a_database_loaded_with_other_stage3_settings(spark, conf, tmp_path, pg_dsn):
+    """check's probes would get other bucket codes and shingle sets than the stored rows: refused in
+    one line; rows loaded before the tag existed (NULL) are taken as they are."""
+    import psycopg
+
+    from newsdedup.ops import check
+
+    job.run(spark, str(SAMPLE), str(tmp_path / "out"), conf, dsn=pg_dsn)
+    check.Checker(conf, pg_dsn).close()   # the configuration it was loaded with
+    for other in ({"simhash": {"minhash_rows": 4}}, {"simhash": {"languages": {"bn": {"jaccard": 0.5}}}}):
+        with pytest.raises(UserError, match=r"stage-3 columns other settings made .*configuration the archive"):
+            check.Checker(conf.with_overrides(other), pg_dsn)
+    with psycopg.connect(pg_dsn) as c:
+        c.execute("UPDATE documents SET stage3_settings = NULL")
+    check.Checker(conf.with_overrides({"simhash": {"minhash_rows": 4}}), pg_dsn).close()

@@ -78,7 +78,7 @@ from zoneinfo import ZoneInfo
 
 import psycopg
 
-from .. import stages
+from .. import config, stages
 from ..errors import UserError
 from ..io import pg, pg_documents
 from ..prepare import Preparer
@@ -230,6 +230,18 @@ class Checker:
                     f"{' and '.join(self.TABLES)}"
                     f"{f' and SELECT, INSERT and DELETE on {pg_documents.CLAIMS_TABLE}' if self.insert else ''} "
                     "(docs/postgres-roles.md)")
+            # Stored stage-3 columns that other settings made would meet this configuration's probes:
+            # other bucket codes and shingle sets, so not the batch's answers. Rows without a tag (loaded
+            # before it existed) cannot tell, and are taken as they are.
+            mine = config.settings_digest(self.conf)
+            other = conn.execute("SELECT stage3_settings FROM documents WHERE stage3_settings <> %s LIMIT 1",
+                                 (mine,)).fetchone()
+            if other:
+                raise UserError(
+                    f"Postgres ({pg.redact(self.dsn)}) holds documents whose stage-3 columns other settings made "
+                    f"(stage3_settings {other[0]}, this configuration's {mine}): check would not give the batch's "
+                    "answers; check with the configuration the archive was loaded with, or load it again with this "
+                    "one (docs/operations.md, \"Settings across slices\")")
 
     TABLES = ("documents", "duplicate_links")
 
