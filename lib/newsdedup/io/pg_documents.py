@@ -361,9 +361,14 @@ def rows_from_delta(spark: SparkSession, output: str, conf: "Config", model_vers
     needs the whole group: a newcomer older than the group's first takes url_hash from it)."""
     stored = store.read(spark, output, "documents")
     if ids is not None:
-        mine = stored.join(ids.select("id"), "id", "left_semi")
+        # Which rows, from the ids and URL hashes alone; then one read of those rows. Reading whole rows
+        # for the ids and again for their groups decoded every stored text twice (and shuffled
+        # whole rows to drop repeats).
+        keys = stored.select("id", "url_hash")
+        mine = keys.join(ids.select("id"), "id", "left_semi")
         groups = mine.where(F.col("url_hash").isNotNull()).select("url_hash").distinct()
-        stored = mine.unionByName(stored.join(groups, "url_hash", "left_semi").select(*stored.columns)).distinct()
+        wanted = mine.select("id").unionByName(keys.join(groups, "url_hash", "left_semi").select("id")).distinct()
+        stored = stored.join(wanted, "id", "left_semi")
     docs = url_hash_of_group_first(stored).select(*KEY_COLUMNS, "body", order_date().alias("fact_date"))
     docs = with_live_columns(docs, conf, facts=model_version is not None)
     emb_path = store.table_path(output, "embeddings")
