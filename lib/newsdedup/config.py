@@ -691,7 +691,7 @@ def yaml_load(text: str, name: str) -> Any:
 # stage-3 fingerprints, the date flags), and the stages 1-3 links and components they found. A later
 # run compares its slice with those; that gives the links of one run over everything only while the
 # settings behind them are the ones this run uses. The two groups are recorded with the documents
-# table (io/store.py, settings_recorded) and compared before a run starts (job.py).
+# table (io/store.py, record_settings) and compared before a run starts (job.py).
 
 # Stage 3's per-language settings that its stored fingerprints depend on, and those that only its
 # candidate rule and verification read.
@@ -726,14 +726,18 @@ def pairing_settings(conf: Config) -> dict[str, Any]:
                                       for lang, spec in sim.languages.items()}}}
 
 
+def stored_settings(conf: Config) -> dict[str, dict[str, Any]]:
+    """Both groups, as an output records them: {"keys": keys_settings, "pairing": pairing_settings}."""
+    return {"keys": keys_settings(conf), "pairing": pairing_settings(conf)}
+
+
 def settings_digest(conf: Config) -> str:
-    """A short digest of keys_settings and pairing_settings together: what a stored row's stage-3
-    columns (fingerprint codes, shingle set, numbers, names) were computed with, kept on the row."""
+    """A short digest of stored_settings: what a stored row's stage-3 columns (fingerprint codes,
+    shingle set, numbers, names) were computed with, kept on the row."""
     import hashlib
     import json
 
-    text = json.dumps({"keys": keys_settings(conf), "pairing": pairing_settings(conf)}, sort_keys=True,
-                      separators=(",", ":"))
+    text = json.dumps(stored_settings(conf), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

@@ -134,7 +134,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from .clustering import component_labels, cut_lineage, rows_in
-from .io import store
+from .io import layout, store
 from .stages.simhash.candidates import code_bitmap, code_rows, code_rows_passing
 from .stages.simhash.verify import pair_features, similarity, verified
 
@@ -625,8 +625,9 @@ def _with_stored_features(spark: SparkSession, found: DataFrame, carried: DataFr
     n_held = held.num_rows if held is not None else 0
     if stats is not None:
         stats["incremental.features_from_postgres"] = stats.get("incremental.features_from_postgres", 0) + n_held
+        # One row per stored document: its content_hash and language follow from its id.
         stats["incremental.features_from_text"] = (stats.get("incremental.features_from_text", 0)
-                                                   + len(np.unique(np.asarray(wanted["id"].to_numpy()))) - n_held)
+                                                   + wanted.num_rows - n_held)
     if not n_held:
         return carried
     rows = spark.createDataFrame(held).select(F.col("id").cast("long"), "shingles", "nums", "names")
@@ -721,7 +722,7 @@ def ensure_supersede_columns(spark: SparkSession, path: str) -> None:
     todo = [f for f in (*SUPERSEDE_FIELDS, store.LINKS_SCHEMA["via_id"]) if f.name not in have]
     if todo:
         cols = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in todo)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        spark.sql(f"ALTER TABLE {layout.sql_table(path)} ADD COLUMNS ({cols})")
 
 
 def link_actions(computed: DataFrame, table: DataFrame) -> DataFrame:

@@ -253,7 +253,7 @@ def _settings_to_record(spark: SparkSession, output: str, conf: "Config") -> dic
     `input.incremental: archive` run recomputes every link from the stored keys, so it may change
     the pairing settings, and records them. An output written before settings were recorded is
     taken as it is, and gets them recorded."""
-    current = json.loads(json.dumps({"keys": config.keys_settings(conf), "pairing": config.pairing_settings(conf)}))
+    current = json.loads(json.dumps(config.stored_settings(conf)))   # as read back: lists, not tuples
     recorded = store.recorded_settings(spark, output)
     if recorded is None:
         return current

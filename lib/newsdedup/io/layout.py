@@ -45,7 +45,8 @@ CUBE_THRESHOLD_CONF = "spark.databricks.delta.optimize.clustering.mergeStrategy.
 CUBE_TARGET_CONF = "spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.targetCubeSize"
 
 
-def _sql_path(path: str) -> str:
+def sql_table(path: str) -> str:
+    """The Delta table at path as Spark SQL names it (delta.`path`, backticks escaped)."""
     return "delta.`" + path.replace("`", "``") + "`"
 
 
@@ -55,7 +56,7 @@ def _cols(columns: Sequence[str]) -> str:
 
 def _described(spark: SparkSession, path: str) -> tuple[int, list[str], int]:
     """(files, clustering columns, bytes) of the Delta table at path's current version, from its log."""
-    row = (spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}")
+    row = (spark.sql(f"DESCRIBE DETAIL {sql_table(path)}")
            .select("numFiles", "clusteringColumns", "sizeInBytes").first())
     return int(row["numFiles"]), list(row["clusteringColumns"] or []), int(row["sizeInBytes"] or 0)
 
@@ -109,7 +110,7 @@ def prepare_table(spark: SparkSession, path: str, name: str, schema: T.StructTyp
     _, current = detail(spark, path)
     if current == cluster_by:
         return None
-    spark.sql(f"ALTER TABLE {_sql_path(path)} CLUSTER BY {'(' + _cols(cluster_by) + ')' if cluster_by else 'NONE'}")
+    spark.sql(f"ALTER TABLE {sql_table(path)} CLUSTER BY {'(' + _cols(cluster_by) + ')' if cluster_by else 'NONE'}")
     was = f"clustered by {', '.join(current)}" if current else "unclustered"
     now = f"clustered by {', '.join(cluster_by)}" if cluster_by else "unclustered"
     return f"layout: {name} was {was}, now {now} (its rows are reclustered by the next OPTIMIZE)"
@@ -207,7 +208,7 @@ def optimize(spark: SparkSession, path: str, max_file_bytes: int,
     for k, v in confs.items():
         spark.conf.set(k, v)
     try:
-        done = spark.sql(f"OPTIMIZE {_sql_path(path)}").collect()
+        done = spark.sql(f"OPTIMIZE {sql_table(path)}").collect()
     finally:
         for k, v in previous.items():
             if v is None:

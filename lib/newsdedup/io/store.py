@@ -102,7 +102,7 @@ def insert_links(spark: SparkSession, links: DataFrame, path: str) -> None:
         links.write.format("delta").mode("append").save(path)
         return
     if "via_id" not in spark.read.format("delta").load(path).columns:   # written before via_id existed
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (via_id BIGINT)")
+        spark.sql(f"ALTER TABLE {layout.sql_table(path)} ADD COLUMNS (via_id BIGINT)")
     cond = " AND ".join(f"t.{k} = s.{k}" for k in LINK_KEY)
     DeltaTable.forPath(spark, path).alias("t").merge(links.alias("s"), cond).whenNotMatchedInsertAll().execute()
 
@@ -170,7 +170,7 @@ def recorded_settings(spark: SparkSession, output: str) -> dict[str, dict | None
     path = table_path(output, "documents")
     if not exists(spark, path):
         return None
-    props = spark.sql(f"DESCRIBE DETAIL {_sql_table(path)}").select("properties").first()[0] or {}
+    props = spark.sql(f"DESCRIBE DETAIL {layout.sql_table(path)}").select("properties").first()[0] or {}
     return {group: json.loads(props[name]) if name in props else None for group, name in SETTINGS_PROPERTIES.items()}
 
 
@@ -179,11 +179,7 @@ def record_settings(spark: SparkSession, output: str, settings: dict[str, dict])
     metadata commit, no file rewritten."""
     values = ", ".join(f"'{name}' = {_sql_string(json.dumps(settings[group], sort_keys=True, separators=(',', ':')))}"
                        for group, name in SETTINGS_PROPERTIES.items())
-    spark.sql(f"ALTER TABLE {_sql_table(table_path(output, 'documents'))} SET TBLPROPERTIES ({values})")
-
-
-def _sql_table(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
+    spark.sql(f"ALTER TABLE {layout.sql_table(table_path(output, 'documents'))} SET TBLPROPERTIES ({values})")
 
 
 def _sql_string(text: str) -> str:

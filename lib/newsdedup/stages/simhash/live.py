@@ -35,13 +35,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ...config import settings_digest
 from ...io.pg import bigint_array
 from ..base import ACTIVE_LINK_COLUMNS, ACTIVE_LINK_JOINS, LiveHit, Probe, canonical_at, stored_of
 from .candidates import bucket_codes
 from .reference import hamming
 from .verify import Features, PairFeatures, features_of, features_with_shingles, pair_measures, passes
-
-from ...config import settings_digest
 
 if TYPE_CHECKING:
     from ...config import Config, SimhashConfig
