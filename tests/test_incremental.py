@@ -96,6 +96,29 @@ def test_postgres_holds_the_same_active_and_superseded_links(runs, spark):
     assert docs == store.read(spark, out, "documents").count()
 
 
+def documents_rows(dsn):
+    from newsdedup.io import pg_documents
+
+    cols = ", ".join(c for c in pg_documents.COLUMNS if c != "embedding")
+    with psycopg.connect(dsn) as c:
+        return c.execute(f"SELECT {cols}, embedding::text FROM documents ORDER BY id").fetchall()
+
+
+def test_postgres_documents_after_the_slices_are_those_of_one_load_from_delta(runs, spark, conf, pg_dsn):
+    """Each slice loaded only its own rows (the job's, not read again from Delta) and brought the url_hash of
+    its URL groups' stored documents up to date: Postgres ends with every column a whole load gives."""
+    from newsdedup.io import pg_documents
+
+    _, out, dsn, _, reports, _ = runs
+    assert all(r.counts["postgres.documents.url_group_members"] >= 0 for r in reports[1:])
+    assert sum(r.counts["postgres.documents.url_group_members"] for r in reports[1:]) > 0   # stored members met
+    pg_documents.load_from_delta(spark, out, pg_dsn, conf, "whole")
+    got, whole = documents_rows(dsn), documents_rows(pg_dsn)
+    assert len(got) == len(whole) == store.read(spark, out, "documents").count()
+    assert sum(1 for r in whole if r[3] is not None) < len(whole)   # url groups: some rows without url_hash
+    assert got == whole
+
+
 def test_revert_and_stats_ignore_superseded_links(runs, spark):
     _, out, _, _, _, _ = runs
     active = store.active_links(spark, out).groupBy("stage").count().collect()

@@ -120,6 +120,27 @@ def test_an_older_copy_of_a_url_takes_over_its_url_hash(spark, pg_dsn):
     assert q(pg_dsn, "SELECT id, url_hash FROM documents ORDER BY id") == [(4, "u"), (5, None)]
 
 
+def test_a_slice_load_moves_url_hash_between_stored_documents_of_its_groups(spark, pg_dsn):
+    """A slice stages only its own rows; its groups' stored documents get url_hash from url_groups: given
+    up to an older newcomer, or taken back when a re-crawl dates the holder later."""
+    import pyarrow as pa
+
+    def groups(pairs):
+        return pa.table({"id": [p[0] for p in pairs], "url_hash": [p[1] for p in pairs]},
+                        schema=pg_documents.URL_GROUPS_ARROW)
+
+    pg_documents.load_documents(_doc_rows(spark, [{"id": 4, "url_hash": "u"}, {"id": 5, "url_hash": None},
+                                                  {"id": 9, "url_hash": "v"}]), pg_dsn, "L1")
+    # 3, older than 4, takes u; 4 (stored, not staged) gives it up; 9 is in no group of the slice.
+    pg_documents.load_documents(_doc_rows(spark, [{"id": 3, "url_hash": "u"}]), pg_dsn, "L2",
+                                url_groups=groups([(4, None), (5, None)]))
+    assert q(pg_dsn, "SELECT id, url_hash FROM documents ORDER BY id") == [(3, "u"), (4, None), (5, None), (9, "v")]
+    # A re-crawl of 3 dated after 5: 5, stored and not staged, takes u back.
+    pg_documents.load_documents(_doc_rows(spark, [{"id": 3, "url_hash": None}]), pg_dsn, "L3",
+                                url_groups=groups([(4, None), (5, "u")]))
+    assert q(pg_dsn, "SELECT id, url_hash FROM documents ORDER BY id") == [(3, None), (4, None), (5, "u"), (9, "v")]
+
+
 def test_a_reload_without_vectors_keeps_the_vectors_an_earlier_load_gave(spark, pg_dsn):
     """A load of documents without vectors (stage 4 off, another model's rows not joined) upserts their keys
     and leaves each stored vector; a load with a vector replaces it."""

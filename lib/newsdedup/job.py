@@ -235,10 +235,11 @@ def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | Non
             held.ensure_held()   # a run that stalled and lost its lock writes nothing
         changed = _write(spark, result, output, conf, report, now, state, settings)
         if load_pg:
-            written = None
+            written, mine = None, None
             if result.scope is not None and changed is not None:   # an incremental run loads what it changed
-                written = _written_ids(spark, output, conf, result, now)
-            _load_postgres(spark, output, conf, dsn, report, written, changed if written is not None else None)
+                written, mine = _written(spark, output, conf, result, report, now)
+            _load_postgres(spark, output, conf, dsn, report, written, changed if written is not None else None,
+                           mine)
     _record(spark, output, input_path, now, report, state)
     return report
 
@@ -341,15 +342,19 @@ def _prepare_layout(spark, documents_schema, output: str, conf: "Config") -> lis
     return [n for n in notes if n]
 
 
-def _written_ids(spark, output: str, conf: "Config", result, now: datetime) -> "DataFrame":
+def _written(spark, output: str, conf: "Config", result, report: RunReport,
+             now: datetime) -> tuple["DataFrame", "DataFrame | None"]:
     """Ids of the documents this run wrote: the slice's, and those stage 4 gave a vector (embedded_at
-    from this run on; a resumed run keeps its start time)."""
+    from this run on; a resumed run keeps its start time); and, when the slice's are all, the slice's
+    rows as written (the job's own), which its Postgres load takes instead of reading them again."""
+    mine = result.documents.withColumn("run_id", F.lit(report.run_id))
     ids = result.documents.select("id")
     path = store.table_path(output, "embeddings")
     if conf.semantic.enabled and store.exists(spark, path):
         fresh = spark.read.format("delta").load(path).where(F.col("embedded_at") >= F.lit(now).cast("timestamp"))
-        ids = ids.unionByName(fresh.select("id"))
-    return ids.distinct()
+        if not fresh.select("id").join(ids, "id", "left_anti").isEmpty():
+            return ids.unionByName(fresh.select("id")).distinct(), None
+    return ids, mine
 
 
 def _pg_counts(dsn: str) -> tuple[int, int] | None:
@@ -363,19 +368,21 @@ def _pg_counts(dsn: str) -> tuple[int, int] | None:
 
 
 def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: RunReport,
-                   written: "DataFrame | None" = None, changed: "DataFrame | None" = None) -> None:
+                   written: "DataFrame | None" = None, changed: "DataFrame | None" = None,
+                   mine: "DataFrame | None" = None) -> None:
     """Load Delta's documents and links into Postgres.
 
     written, changed: the documents this run wrote and the keys of the links it changed; only
     those are loaded, unless Postgres is empty or, after that load, holds other row counts than
-    Delta (an earlier load failed): then everything is loaded, as without them."""
+    Delta (an earlier load failed): then everything is loaded, as without them. mine: the rows of
+    written, when the job has them (_written)."""
     dsn = pg.resolve_dsn(conf, output, dsn)
     progress.started("load_postgres")
     delta_links = store.read(spark, output, "duplicate_links")
     before = _pg_counts(dsn) if written is not None else None
     if before is not None and before[0] > 0:
         rows = delta_links.join(changed, list(store.LINK_KEY), "left_semi")
-        docs, loaded = _load(spark, output, conf, dsn, report, rows, written)
+        docs, loaded = _load(spark, output, conf, dsn, report, rows, written, mine)
         expected = (store.read(spark, output, "documents").count(), delta_links.count())
         if _pg_counts(dsn) == expected:
             return _loaded(report, docs, loaded)
@@ -387,10 +394,11 @@ def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: 
 
 
 def _load(spark, output: str, conf: "Config", dsn: str, report: RunReport, links: "DataFrame",
-          ids: "DataFrame | None") -> tuple[dict, dict]:
+          ids: "DataFrame | None", mine: "DataFrame | None" = None) -> tuple[dict, dict]:
     # Documents (with the vectors of the configured model) first: the links reference them.
-    docs = report.timed("load_postgres_documents",
-                        lambda: pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id, ids))
+    docs = report.timed("load_postgres_documents", lambda: (
+        pg_documents.load_slice(spark, output, dsn, conf, report.run_id, mine) if mine is not None
+        else pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id, ids)))
     loaded = report.timed("load_postgres", lambda: pg.load_links(links, dsn, report.run_id))
     return docs, loaded
 

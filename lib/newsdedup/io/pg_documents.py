@@ -23,6 +23,9 @@ load id, then one transaction moves the rows. Into an empty table (the
 backfill) the secondary indexes are dropped and built after the rows are in;
 into a filled table rows are upserted with the indexes in place. DDL is
 transactional in Postgres, so a load that fails leaves the previous state.
+A slice's load (load_slice) stages the rows the run wrote as the job holds them,
+and of the other stored documents of their URL groups sets only url_hash: no
+stored text is read again.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -227,13 +231,30 @@ WHERE s.load_id = %(load_id)s AND s.id = d.id AND d.url_hash IS NOT NULL
 """
 
 
-def _merge(conn, load_id: str) -> dict[str, int]:
+# A slice's load (rows_of_slice) stages only its own documents; the other stored documents of their URL
+# groups get url_hash as the group's order now gives it: released before the upsert (with the staged
+# rows' releases), taken after it, so that no statement meets the unique index half-way.
+RELEASE_GROUPS_SQL = """
+UPDATE documents d SET url_hash = NULL
+FROM unnest(%(ids)s::bigint[], %(hashes)s::text[]) AS g(id, url_hash)
+WHERE g.id = d.id AND d.url_hash IS NOT NULL AND d.url_hash IS DISTINCT FROM g.url_hash
+"""
+TAKE_GROUPS_SQL = """
+UPDATE documents d SET url_hash = g.url_hash
+FROM unnest(%(ids)s::bigint[], %(hashes)s::text[]) AS g(id, url_hash)
+WHERE g.id = d.id AND g.url_hash IS NOT NULL AND d.url_hash IS DISTINCT FROM g.url_hash
+"""
+
+
+def _merge(conn, load_id: str, url_groups: pa.Table | None = None) -> dict[str, int]:
     conn.execute("LOCK TABLE documents IN SHARE ROW EXCLUSIVE MODE")
     params = {"load_id": load_id}
     staged_versions = [r[0] for r in conn.execute(
         "SELECT DISTINCT model_version FROM documents_staging WHERE load_id = %(load_id)s "
         "AND model_version IS NOT NULL LIMIT 3", params).fetchall()]
-    current = table_version(conn)
+    # Only a load that brings vectors asks which model the table holds (without vectors that query is a
+    # scan of the whole table: 0.4-0.6 s at 1M).
+    current = table_version(conn) if staged_versions else None
     if len(staged_versions) > 1 or (staged_versions and current not in (None, staged_versions[0])):
         raise ModelVersionMismatch(f"Postgres documents hold model_version {current!r}, refusing to add "
                                    f"{staged_versions}: the seed query would compare vectors of different models")
@@ -247,8 +268,14 @@ def _merge(conn, load_id: str) -> dict[str, int]:
         for ddl in (*SECONDARY_INDEXES.values(), *([HNSW_SQL] if hnsw else [])):
             conn.execute(ddl)
     else:
+        groups = {"ids": [], "hashes": []} if url_groups is None else {
+            "ids": url_groups["id"].to_pylist(), "hashes": url_groups["url_hash"].to_pylist()}
         conn.execute(RELEASE_URL_HASH_SQL, params)
+        if groups["ids"]:
+            conn.execute(RELEASE_GROUPS_SQL, groups)
         conn.execute(_insert_sql(upsert=True), params)
+        if groups["ids"]:
+            conn.execute(TAKE_GROUPS_SQL, groups)
     after = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
     staged = conn.execute("SELECT count(DISTINCT id) FROM documents_staging WHERE load_id = %(load_id)s",
                           params).fetchone()[0]
@@ -257,8 +284,10 @@ def _merge(conn, load_id: str) -> dict[str, int]:
     return {"inserted": after - before, "updated": staged - (after - before)}
 
 
-def load_documents(df: DataFrame, dsn: str, load_id: str, dim: int | None = None) -> dict[str, int]:
-    """Idempotently load a DataFrame with COLUMNS (embedding as pgvector text or null).
+def load_documents(df: DataFrame, dsn: str, load_id: str, dim: int | None = None,
+                   url_groups: pa.Table | None = None) -> dict[str, int]:
+    """Idempotently load a DataFrame with COLUMNS (embedding as pgvector text or null), and give the
+    stored documents of url_groups (id, url_hash; rows_of_slice) their url_hash.
 
     Returns staged (rows copied), inserted and updated counts.
     """
@@ -268,7 +297,7 @@ def load_documents(df: DataFrame, dsn: str, load_id: str, dim: int | None = None
     staged = pg.stage_dataframe(df, dsn, "documents_staging", COLUMNS, load_id)
     with pg.connect(dsn) as conn:
         with conn.transaction():
-            counts = _merge(conn, load_id)
+            counts = _merge(conn, load_id, url_groups)
     return {"staged": staged, **counts}
 
 
@@ -370,7 +399,13 @@ def rows_from_delta(spark: SparkSession, output: str, conf: "Config", model_vers
         wanted = mine.select("id").unionByName(keys.join(groups, "url_hash", "left_semi").select("id")).distinct()
         stored = stored.join(wanted, "id", "left_semi")
     docs = url_hash_of_group_first(stored).select(*KEY_COLUMNS, "body", order_date().alias("fact_date"))
-    docs = with_live_columns(docs, conf, facts=model_version is not None)
+    return _with_vectors(spark, output, with_live_columns(docs, conf, facts=model_version is not None), model_version)
+
+
+def _with_vectors(spark: SparkSession, output: str, docs: DataFrame,
+                  model_version: str | None) -> tuple[DataFrame, int | None]:
+    """docs (KEY_COLUMNS + LIVE_COLUMNS) as COLUMNS: with the stored vectors of model_version (as
+    pgvector text), or none; and their dimension."""
     emb_path = store.table_path(output, "embeddings")
     dim = None
     if model_version is not None and store.exists(spark, emb_path):
@@ -387,18 +422,70 @@ def rows_from_delta(spark: SparkSession, output: str, conf: "Config", model_vers
     return docs.withColumn("embedding", text).select(*COLUMNS), dim
 
 
+URL_GROUPS_ARROW = pa.schema([("id", pa.int64()), ("url_hash", pa.string())])
+
+
+def held_url_hashes(spark: SparkSession, output: str, docs: DataFrame) -> pa.Table:
+    """(id, url_hash as Postgres holds it) for every document of the URL groups of docs, read from the
+    documents Delta table's keys alone (no text decoded): the table must already hold docs."""
+    keys = store.read(spark, output, "documents").select("id", "url_hash", "published_at")
+    groups = docs.where(F.col("url_hash").isNotNull()).select("url_hash").distinct()
+    held = url_hash_of_group_first(keys.join(groups, "url_hash", "left_semi")).select("id", "url_hash")
+    return held.toArrow().cast(URL_GROUPS_ARROW)
+
+
+def rows_of_slice(spark: SparkSession, output: str, conf: "Config", model_version: str | None,
+                  docs: DataFrame) -> tuple[DataFrame, pa.Table, int | None]:
+    """What a slice's load needs, without reading the stored texts again: docs (the rows this run
+    wrote to the documents table, from the job) as COLUMNS, their url_hash as Postgres holds it; the
+    (id, url_hash) of the other stored documents of their URL groups (a newcomer older than a
+    group's first takes url_hash from it, a re-crawl dated later may hand it back); the vector dim.
+
+    The stored documents' other columns are unchanged by the run, so their Postgres rows stay."""
+    from ..clustering import cut_lineage
+
+    docs = cut_lineage(docs.select(*KEY_COLUMNS, "body", order_date().alias("fact_date")))
+    groups = held_url_hashes(spark, output, docs)
+    held = spark.createDataFrame(groups.rename_columns(["id", "_held"]))
+    docs = docs.join(held, "id", "left").withColumn("url_hash", F.col("_held")).select(*KEY_COLUMNS, "body",
+                                                                                        "fact_date")
+    others = groups.filter(pc.invert(pc.is_in(groups["id"], value_set=docs.select("id").toArrow()["id"])))
+    rows, dim = _with_vectors(spark, output, with_live_columns(docs, conf, facts=model_version is not None),
+                              model_version)
+    return rows, others, dim
+
+
+def _model_version(conf: "Config") -> str | None:
+    """The version of the vectors a load takes (stage 4's configured model); None with stage 4 off."""
+    if not conf.semantic.enabled:
+        return None
+    from ..stages.semantic.embeddings import resolve
+
+    return resolve(conf.semantic, with_thresholds=False).version
+
+
+def _with_vector_count(dsn: str, counts: dict[str, Any]) -> dict[str, Any]:
+    with pg.connect(dsn) as conn:
+        counts["vectors"] = conn.execute("SELECT count(*) FROM documents WHERE embedding IS NOT NULL").fetchone()[0]
+    return counts
+
+
 def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str,
                     ids: DataFrame | None = None) -> dict[str, Any]:
     """Load <output>/documents (and the vectors of the configured model) into Postgres documents.
 
     ids: load only these documents (and their url_hash groups, rows_from_delta); None: all."""
-    version = None
-    if conf.semantic.enabled:
-        from ..stages.semantic.embeddings import resolve
-
-        version = resolve(conf.semantic, with_thresholds=False).version
+    version = _model_version(conf)
     rows, dim = rows_from_delta(spark, output, conf, version, ids)
-    counts = load_documents(rows, dsn, load_id, dim)
-    with pg.connect(dsn) as conn:
-        counts["vectors"] = conn.execute("SELECT count(*) FROM documents WHERE embedding IS NOT NULL").fetchone()[0]
-    return counts
+    return _with_vector_count(dsn, load_documents(rows, dsn, load_id, dim))
+
+
+def load_slice(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str,
+               docs: DataFrame) -> dict[str, Any]:
+    """Load the documents a slice wrote (docs: the job's rows, as written to the documents table, already
+    there) and the url_hash of their URL groups' stored documents (rows_of_slice): what load_from_delta
+    with their ids loads, without reading the stored texts again. Counts as load_documents's, plus
+    url_group_members (the stored documents of their URL groups, whose url_hash it brought up to date)."""
+    rows, groups, dim = rows_of_slice(spark, output, conf, _model_version(conf), docs)
+    counts = load_documents(rows, dsn, load_id, dim, groups)
+    return _with_vector_count(dsn, {**counts, "url_group_members": groups.num_rows})
