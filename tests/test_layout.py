@@ -143,6 +143,32 @@ def test_incremental_runs_keep_the_layout_and_upgrade_an_older_output(spark, con
     day = pd.Timestamp(articles["published_at"].iloc[0]).date()
     read = layout.files_read(one_day(docs, day))
     assert total >= 10 and read <= max(2, total // 5), f"one day read {read} of {total} files"
+    # Every file the tables hold, as a reader other than Spark sees it, is compressed with the
+    # configured codec (spark.parquet_compression, zstd by default, a session setting).
+    for name in ("documents", "duplicate_links"):
+        assert _codecs(store.table_path(out, name)) == {conf.spark.parquet_compression.upper()}, name
+
+
+def _codecs(path: str) -> set[str]:
+    """The compression of every column chunk of the Delta table's live files (delta-rs, pyarrow)."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    return {meta.row_group(g).column(c).compression
+            for uri in DeltaTable(path).file_uris()
+            for meta in [pq.ParquetFile(uri.removeprefix("file://")).metadata]
+            for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+
+
+def test_the_parquet_codec_is_typed_checked_and_a_session_default():
+    from newsdedup.config import ConfigError, load_config
+    from newsdedup.io.spark import session_defaults
+
+    assert load_config().spark.parquet_compression == "zstd"
+    snappy = load_config(overrides={"spark": {"parquet_compression": "snappy"}})
+    assert session_defaults(snappy)["spark.sql.parquet.compression.codec"] == "snappy"
+    with pytest.raises(ConfigError, match=r"spark.parquet_compression='brotli': expected one of zstd, snappy"):
+        load_config(overrides={"spark": {"parquet_compression": "brotli"}})
 
 
 def test_the_layout_section_is_typed_and_checked():
@@ -151,7 +177,7 @@ def test_the_layout_section_is_typed_and_checked():
     conf = load_config()
     assert conf.layout.table("documents").cluster_by == ["published_at"]
     assert conf.layout.table("duplicate_links").cluster_by == ["stage", "linked_at"]
-    assert conf.layout.table("quarantine").cluster_by == [] and conf.layout.max_file_bytes == 16 << 20
+    assert conf.layout.table("quarantine").cluster_by == [] and conf.layout.max_file_bytes == 8 << 20
     with pytest.raises(ConfigError, match=r"layout.max_file_size='lots': expected a positive size"):
         load_config(overrides={"layout": {"max_file_size": "lots"}})
     with pytest.raises(ConfigError, match=r"layout.documents.cluster_by=.*at most 4 columns"):
@@ -211,7 +237,8 @@ def test_a_small_run_clusters_its_own_files_and_leaves_the_stable_cubes_alone(sp
     the first run's cube; a one-day query reads at most 5% of the files."""
     out = str(tmp_path / "out")
     path = store.table_path(out, "documents")
-    lconf = conf.with_overrides({"layout": {"max_file_size": "16k"}}).layout   # ~75 files of the first run
+    # ~75 files of the first run (zstd files: the hex bodies compress to about half)
+    lconf = conf.with_overrides({"layout": {"max_file_size": "8k"}}).layout
     cluster_by = lconf.table("documents").cluster_by
     slices = [range(0, 4000)] + [range(4000 + 100 * k, 4100 + 100 * k) for k in range(4)]
     first_cube: set[str] = set()

@@ -51,6 +51,10 @@ def _check(ok: bool, key: str, value: Any, expected: str) -> None:
 
 # ------------------------------------------------------------------ sections
 
+# Parquet codecs every Spark reader and pyarrow read (Spark's spark.sql.parquet.compression.codec names).
+PARQUET_CODECS = ("zstd", "snappy", "lz4_raw", "gzip", "none")
+
+
 @dataclass(frozen=True)
 class SparkConfig:
     master: str = "local[2]"
@@ -62,8 +66,11 @@ class SparkConfig:
     packages: list[str] = field(default_factory=list)
     scheme_packages: dict[str, list[str]] = field(default_factory=dict)
     advisory_partition_size: str = "64m"
+    parquet_compression: str = "zstd"
 
     def validate(self, key: str) -> None:
+        _check(self.parquet_compression in PARQUET_CODECS, f"{key}.parquet_compression", self.parquet_compression,
+               "one of " + ", ".join(PARQUET_CODECS))
         for name, coords in [("packages", self.packages),
                              *[(f"scheme_packages.{k}", v) for k, v in self.scheme_packages.items()]]:
             for i, coord in enumerate(coords):
@@ -519,7 +526,7 @@ class LayoutConfig:
     # the MERGEs are compacted, and rows not yet clustered are clustered.
     optimize_after_run: bool = True
     # The largest file OPTIMIZE writes (spark.databricks.delta.optimize.maxFileSize for its duration).
-    max_file_size: str = "16m"
+    max_file_size: str = "8m"
     # Incremental clustering (io/layout.py cube_threshold): a run's new files become a cube of their
     # own and the existing cubes are left alone, unless the cubes would be more than this share of
     # the table's files (a query on the clustering column reads about one file per cube): then the

@@ -67,8 +67,9 @@ def packages_for(conf: "Config", path_list: Iterable[str | None]) -> list[str]:
     return out
 
 
-# SQL settings applied under spark-submit too, unless spark-submit (or spark-defaults.conf) set them.
-def adaptive_defaults(conf: "Config") -> dict[str, str]:
+# SQL settings applied under spark-submit too, unless spark-submit (or spark-defaults.conf) set them:
+# adaptive execution and the Parquet codec.
+def session_defaults(conf: "Config") -> dict[str, str]:
     return {
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.enabled": "true",
@@ -78,6 +79,7 @@ def adaptive_defaults(conf: "Config") -> dict[str, str]:
         # The job caches its prepared documents and links; without this, cached plans keep all
         # spark.sql.shuffle.partitions (a spark-submit run wrote the 37 sample rows as 35 files).
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+        "spark.sql.parquet.compression.codec": conf.spark.parquet_compression,
     }
 
 
@@ -148,7 +150,7 @@ def get_spark(conf: "Config", app_name: str = "newsdedup", path_list: Iterable[s
     with _jvm_output_to(log_path):
         spark = builder.getOrCreate()
     given = spark.sparkContext.getConf()
-    for key, value in adaptive_defaults(conf).items():
+    for key, value in session_defaults(conf).items():
         if not given.contains(key):
             spark.conf.set(key, value)
     level = os.environ.get("NEWSDEDUP_SPARK_LOG") or ("INFO" if loud else "WARN" if log_path else "ERROR")
