@@ -36,6 +36,7 @@ def test_bands_the_documents_table_cannot_hold_are_refused(bands):
     ({"input": {"naive_timezone": "Mars/Olympus"}}, "input.naive_timezone='Mars/Olympus'"),
     ({"simhash": {"languages": {"en": {"features": "letters"}}}}, "simhash.languages.en.features"),
     ({"semantic": {"device": "tpu"}}, "semantic.device='tpu'"),
+    ({"spark": {"parquet_compression": "brotli"}}, "spark.parquet_compression='brotli': expected one of zstd, snappy"),
     ({"semantic": {"batch_size": 0}}, "semantic.batch_size=0"),
     ({"semantic": {"enabled": "yes"}}, "semantic.enabled='yes': expected true or false"),
     ({"simhash": {"bandz": 4}}, "simhash.bandz: unknown key"),
