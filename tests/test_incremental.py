@@ -112,6 +112,9 @@ def test_postgres_documents_after_the_slices_are_those_of_one_load_from_delta(ru
     _, out, dsn, _, reports, _ = runs
     assert all(r.counts["postgres.documents.url_group_members"] >= 0 for r in reports[1:])
     assert sum(r.counts["postgres.documents.url_group_members"] for r in reports[1:]) > 0   # stored members met
+    # Every slice's rows took prepare's stage-3 features (none derived from the text again), and they
+    # are byte for byte what the whole load below derives from the text.
+    assert [r.counts["postgres.documents.features_from_text"] for r in reports] == [0, 0, 0]
     pg_documents.load_from_delta(spark, out, pg_dsn, conf, "whole")
     got, whole = documents_rows(dsn), documents_rows(pg_dsn)
     assert len(got) == len(whole) == store.read(spark, out, "documents").count()

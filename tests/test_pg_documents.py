@@ -89,6 +89,39 @@ def test_reload_is_idempotent(loaded, spark, conf):
     assert q(dsn, "SELECT count(*) FROM documents_staging") == [(0,)]
 
 
+STAGE3 = "id, sim_buckets, shingles, nums, names, stage3_settings"
+
+
+def _stage3_rows(rows) -> dict:
+    return {r["id"]: (r["sim_buckets"], None if r["shingles"] is None else bytes(r["shingles"]), r["nums"],
+                      r["names"], r["stage3_settings"]) for r in rows}
+
+
+def test_the_load_takes_prepares_features_which_are_what_the_text_gives(loaded, spark, conf):
+    """The run's load derives no stage-3 column from the text again: it takes prepare's features, and
+    every stored row holds the bytes that deriving them from the stored text gives."""
+    out, dsn, report, docs, _ = loaded
+    assert report.counts["postgres.documents.features_from_text"] == 0
+    stored = _stage3_rows(dict(zip(STAGE3.split(", "), r)) for r in q(dsn, f"SELECT {STAGE3} FROM documents"))
+    derived = _stage3_rows(r.asDict() for r in pg_documents.rows_from_delta(spark, out, conf, None)[0].collect())
+    assert stored == derived and len(stored) == len(docs)
+    assert sum(1 for v in stored.values() if v[1]) > len(docs) // 2
+
+
+def test_a_row_with_carried_features_takes_them_and_the_others_derive_theirs(loaded, spark, conf):
+    out, _, _, docs, _ = loaded
+    derived = _stage3_rows(r.asDict() for r in pg_documents.rows_from_delta(spark, out, conf, None)[0].collect())
+    one = min(i for i, v in derived.items() if v[1])
+    carried = spark.createDataFrame([(one, b"\x07\x00\x00\x00", ["42"], ["Dhaka"])],
+                                    "id long, shingles binary, nums array<string>, names array<string>")
+    count = spark.sparkContext.accumulator(0)
+    rows, _ = pg_documents.rows_from_delta(spark, out, conf, None, features=carried, derived=count)
+    got = _stage3_rows(r.asDict() for r in rows.collect())
+    assert got[one] == (derived[one][0], b"\x07\x00\x00\x00", ["42"], ["Dhaka"], derived[one][4])
+    assert {i: v for i, v in got.items() if i != one} == {i: v for i, v in derived.items() if i != one}
+    assert count.value == sum(1 for i, d in docs.items() if d["simhash_w"] is not None) - 1
+
+
 def _doc_rows(spark, rows):
     cols = pg_documents.COLUMNS
     data = [tuple(r.get(c) for c in cols) for r in rows]

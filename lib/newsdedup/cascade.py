@@ -41,6 +41,10 @@ class CascadeResult:
     components: DataFrame | None = None
     # No document's id is in the documents table yet (incremental.Archive.all_new): appended, not merged.
     documents_new: bool = False
+    # prepare's verification features (id plus prepare.VERIFY_COLUMNS) of the accepted documents that
+    # have them; the Postgres load takes them instead of deriving them from the text again. None: a
+    # prepare step written before they were carried.
+    features: DataFrame | None = None
 
 
 # Why a prepared document (one that has an id, url, source and date) is quarantined after all.
@@ -196,7 +200,7 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
         report.add(out.report)
         components = out.frames["components"]
     return CascadeResult(documents=_with_flags(new_docs, all_flags), links=links, quarantine=quarantine,
-                         scope=scope, components=components, documents_new=archive.all_new)
+                         scope=scope, components=components, documents_new=archive.all_new, features=verify)
 
 
 def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Config",

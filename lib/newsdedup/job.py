@@ -239,7 +239,7 @@ def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | Non
             if result.scope is not None and changed is not None:   # an incremental run loads what it changed
                 written, mine = _written(spark, output, conf, result, report, now)
             _load_postgres(spark, output, conf, dsn, report, written, changed if written is not None else None,
-                           mine)
+                           mine, result.features)
     _record(spark, output, input_path, now, report, state)
     return report
 
@@ -369,20 +369,21 @@ def _pg_counts(dsn: str) -> tuple[int, int] | None:
 
 def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: RunReport,
                    written: "DataFrame | None" = None, changed: "DataFrame | None" = None,
-                   mine: "DataFrame | None" = None) -> None:
+                   mine: "DataFrame | None" = None, features: "DataFrame | None" = None) -> None:
     """Load Delta's documents and links into Postgres.
 
     written, changed: the documents this run wrote and the keys of the links it changed; only
     those are loaded, unless Postgres is empty or, after that load, holds other row counts than
     Delta (an earlier load failed): then everything is loaded, as without them. mine: the rows of
-    written, when the job has them (_written)."""
+    written, when the job has them (_written). features: prepare's verification features of the run's
+    documents (CascadeResult.features), which their rows take instead of deriving them again."""
     dsn = pg.resolve_dsn(conf, output, dsn)
     progress.started("load_postgres")
     delta_links = store.read(spark, output, "duplicate_links")
     before = _pg_counts(dsn) if written is not None else None
     if before is not None and before[0] > 0:
         rows = delta_links.join(changed, list(store.LINK_KEY), "left_semi")
-        docs, loaded = _load(spark, output, conf, dsn, report, rows, written, mine)
+        docs, loaded = _load(spark, output, conf, dsn, report, rows, written, mine, features)
         expected = (store.read(spark, output, "documents").count(), delta_links.count())
         if _pg_counts(dsn) == expected:
             return _loaded(report, docs, loaded)
@@ -390,15 +391,16 @@ def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: 
                             "reloading everything")
         report.counts["postgres.full_reload"] = 1
     # Postgres converges to what Delta holds (all runs): links a failed earlier load missed arrive too.
-    _loaded(report, *_load(spark, output, conf, dsn, report, delta_links, None))
+    _loaded(report, *_load(spark, output, conf, dsn, report, delta_links, None, None, features))
 
 
 def _load(spark, output: str, conf: "Config", dsn: str, report: RunReport, links: "DataFrame",
-          ids: "DataFrame | None", mine: "DataFrame | None" = None) -> tuple[dict, dict]:
+          ids: "DataFrame | None", mine: "DataFrame | None" = None,
+          features: "DataFrame | None" = None) -> tuple[dict, dict]:
     # Documents (with the vectors of the configured model) first: the links reference them.
     docs = report.timed("load_postgres_documents", lambda: (
-        pg_documents.load_slice(spark, output, dsn, conf, report.run_id, mine) if mine is not None
-        else pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id, ids)))
+        pg_documents.load_slice(spark, output, dsn, conf, report.run_id, mine, features) if mine is not None
+        else pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id, ids, features)))
     loaded = report.timed("load_postgres", lambda: pg.load_links(links, dsn, report.run_id))
     return docs, loaded
 

@@ -47,6 +47,8 @@ from ..stages.semantic.live import facts_json
 from ..stages.simhash import live as simhash_live
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
+
     from ..config import Config
 
 KEY_COLUMNS = ("id", "url", "canonical_url", "url_hash", "content_hash", "simhash",
@@ -348,13 +350,23 @@ def url_hash_of_group_first(docs: DataFrame) -> DataFrame:
     return docs.withColumn("url_hash", F.when(F.col("url_hash").isNotNull() & first, F.col("url_hash")))
 
 
-def with_live_columns(docs: DataFrame, conf: "Config", facts: bool) -> DataFrame:
+def with_live_columns(docs: DataFrame, conf: "Config", facts: bool, features: DataFrame | None = None,
+                      derived: "Accumulator | None" = None) -> DataFrame:
     """docs (KEY_COLUMNS plus body and fact_date) with LIVE_COLUMNS added and body, fact_date dropped.
 
     One Arrow pass per partition: stage 3's columns from stages.simhash.live.stored_batch, and
-    (facts) stage 4's facts of each document's text and order date, as the batch computes them."""
+    (facts) stage 4's facts of each document's text and order date, as the batch computes them.
+    features: prepare's verification features (id plus prepare.VERIFY_COLUMNS) of this run's documents
+    (CascadeResult.features), which stage 3's columns take instead of deriving them from the text
+    again; documents without a row there derive them, and add their number to derived."""
     stage3, schema3 = simhash_live.stored_batch(conf)
     in_schema = docs.select(*KEY_COLUMNS).schema
+    carried = []
+    if features is not None:
+        names = simhash_live.CARRIED_COLUMNS
+        docs = docs.join(features.select("id", F.lit(True).alias(simhash_live.CARRIED),
+                                         *[F.col(c).alias(names[c]) for c in names]), "id", "left")
+        carried = [simhash_live.CARRIED, *names.values()]
     out_schema = T.StructType([*in_schema.fields, *[T.StructField(f.name, _SPARK_TYPES[f.name]) for f in schema3
                                                      if f.name != "id"], T.StructField("facts", T.StringType())])
     sem = conf.semantic
@@ -362,6 +374,11 @@ def with_live_columns(docs: DataFrame, conf: "Config", facts: bool) -> DataFrame
     def run(batches):
         for batch in batches:
             added = stage3(batch)
+            if derived is not None:
+                from_text = batch.column("simhash_w").is_valid()
+                if carried:
+                    from_text = pc.and_(from_text, pc.invert(batch.column(simhash_live.CARRIED).fill_null(False)))
+                derived.add(int(pc.sum(from_text.cast(pa.int64())).as_py() or 0))
             cols = {name: batch.column(name) for name in KEY_COLUMNS}
             cols.update({name: added.column(name) for name in simhash_live.STORED})
             if facts:
@@ -373,7 +390,7 @@ def with_live_columns(docs: DataFrame, conf: "Config", facts: bool) -> DataFrame
                 cols["facts"] = pa.nulls(batch.num_rows, pa.string())
             yield pa.RecordBatch.from_pydict(cols)
 
-    return docs.select(*KEY_COLUMNS, "body", "fact_date").mapInArrow(run, out_schema)
+    return docs.select(*KEY_COLUMNS, "body", "fact_date", *carried).mapInArrow(run, out_schema)
 
 
 _SPARK_TYPES = {"sim_buckets": T.ArrayType(T.LongType()), "shingles": T.BinaryType(),
@@ -382,12 +399,14 @@ _SPARK_TYPES = {"sim_buckets": T.ArrayType(T.LongType()), "shingles": T.BinaryTy
 
 
 def rows_from_delta(spark: SparkSession, output: str, conf: "Config", model_version: str | None,
-                    ids: DataFrame | None = None) -> tuple[DataFrame, int | None]:
+                    ids: DataFrame | None = None, features: DataFrame | None = None,
+                    derived: "Accumulator | None" = None) -> tuple[DataFrame, int | None]:
     """The documents Delta table as COLUMNS, with the live lookups' columns (and the vectors of
     model_version when given); and the vector dim.
 
     ids: only these documents, and the others of their url_hash groups (url_hash_of_group_first
-    needs the whole group: a newcomer older than the group's first takes url_hash from it)."""
+    needs the whole group: a newcomer older than the group's first takes url_hash from it).
+    features, derived: with_live_columns's."""
     stored = store.read(spark, output, "documents")
     if ids is not None:
         # Which rows, from the ids and URL hashes alone; then one read of those rows. Reading whole rows
@@ -399,7 +418,8 @@ def rows_from_delta(spark: SparkSession, output: str, conf: "Config", model_vers
         wanted = mine.select("id").unionByName(keys.join(groups, "url_hash", "left_semi").select("id")).distinct()
         stored = stored.join(wanted, "id", "left_semi")
     docs = url_hash_of_group_first(stored).select(*KEY_COLUMNS, "body", order_date().alias("fact_date"))
-    return _with_vectors(spark, output, with_live_columns(docs, conf, facts=model_version is not None), model_version)
+    return _with_vectors(spark, output, with_live_columns(docs, conf, facts=model_version is not None,
+                                                          features=features, derived=derived), model_version)
 
 
 def _with_vectors(spark: SparkSession, output: str, docs: DataFrame,
@@ -435,13 +455,15 @@ def held_url_hashes(spark: SparkSession, output: str, docs: DataFrame) -> pa.Tab
 
 
 def rows_of_slice(spark: SparkSession, output: str, conf: "Config", model_version: str | None,
-                  docs: DataFrame) -> tuple[DataFrame, pa.Table, int | None]:
+                  docs: DataFrame, features: DataFrame | None = None,
+                  derived: "Accumulator | None" = None) -> tuple[DataFrame, pa.Table, int | None]:
     """What a slice's load needs, without reading the stored texts again: docs (the rows this run
     wrote to the documents table, from the job) as COLUMNS, their url_hash as Postgres holds it; the
     (id, url_hash) of the other stored documents of their URL groups (a newcomer older than a
     group's first takes url_hash from it, a re-crawl dated later may hand it back); the vector dim.
 
-    The stored documents' other columns are unchanged by the run, so their Postgres rows stay."""
+    The stored documents' other columns are unchanged by the run, so their Postgres rows stay.
+    features, derived: with_live_columns's."""
     from ..clustering import cut_lineage
 
     docs = cut_lineage(docs.select(*KEY_COLUMNS, "body", order_date().alias("fact_date")))
@@ -450,8 +472,8 @@ def rows_of_slice(spark: SparkSession, output: str, conf: "Config", model_versio
     docs = docs.join(held, "id", "left").withColumn("url_hash", F.col("_held")).select(*KEY_COLUMNS, "body",
                                                                                         "fact_date")
     others = groups.filter(pc.invert(pc.is_in(groups["id"], value_set=docs.select("id").toArrow()["id"])))
-    rows, dim = _with_vectors(spark, output, with_live_columns(docs, conf, facts=model_version is not None),
-                              model_version)
+    rows, dim = _with_vectors(spark, output, with_live_columns(docs, conf, facts=model_version is not None,
+                                                               features=features, derived=derived), model_version)
     return rows, others, dim
 
 
@@ -470,22 +492,33 @@ def _with_vector_count(dsn: str, counts: dict[str, Any]) -> dict[str, Any]:
     return counts
 
 
+def _from_text(counts: dict[str, Any], derived: "Accumulator") -> dict[str, Any]:
+    """counts plus features_from_text: the loaded documents whose stage-3 columns were derived from
+    their text, not taken from prepare's (with_live_columns; a retried task counts its rows again)."""
+    return {**counts, "features_from_text": derived.value}
+
+
 def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str,
-                    ids: DataFrame | None = None) -> dict[str, Any]:
+                    ids: DataFrame | None = None, features: DataFrame | None = None) -> dict[str, Any]:
     """Load <output>/documents (and the vectors of the configured model) into Postgres documents.
 
-    ids: load only these documents (and their url_hash groups, rows_from_delta); None: all."""
+    ids: load only these documents (and their url_hash groups, rows_from_delta); None: all.
+    features: prepare's verification features of the run's documents (with_live_columns).
+    Counts as load_documents's, plus features_from_text (_from_text)."""
     version = _model_version(conf)
-    rows, dim = rows_from_delta(spark, output, conf, version, ids)
-    return _with_vector_count(dsn, load_documents(rows, dsn, load_id, dim))
+    derived = spark.sparkContext.accumulator(0)
+    rows, dim = rows_from_delta(spark, output, conf, version, ids, features, derived)
+    return _with_vector_count(dsn, _from_text(load_documents(rows, dsn, load_id, dim), derived))
 
 
 def load_slice(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str,
-               docs: DataFrame) -> dict[str, Any]:
+               docs: DataFrame, features: DataFrame | None = None) -> dict[str, Any]:
     """Load the documents a slice wrote (docs: the job's rows, as written to the documents table, already
     there) and the url_hash of their URL groups' stored documents (rows_of_slice): what load_from_delta
     with their ids loads, without reading the stored texts again. Counts as load_documents's, plus
-    url_group_members (the stored documents of their URL groups, whose url_hash it brought up to date)."""
-    rows, groups, dim = rows_of_slice(spark, output, conf, _model_version(conf), docs)
-    counts = load_documents(rows, dsn, load_id, dim, groups)
+    url_group_members (the stored documents of their URL groups, whose url_hash it brought up to date)
+    and features_from_text (_from_text)."""
+    derived = spark.sparkContext.accumulator(0)
+    rows, groups, dim = rows_of_slice(spark, output, conf, _model_version(conf), docs, features, derived)
+    counts = _from_text(load_documents(rows, dsn, load_id, dim, groups), derived)
     return _with_vector_count(dsn, {**counts, "url_group_members": groups.num_rows})

@@ -72,22 +72,54 @@ def stored_values(features: Features, codes: list[int], settings: str) -> dict[s
             "names": list(features.names), "stage3_settings": settings}
 
 
+# The columns a batch given to stored_batch's function may carry: prepare's verification features
+# (prepare.VERIFY_COLUMNS) of the documents marked CARRIED, as the job computed them from the text.
+CARRIED = "carried"
+CARRIED_COLUMNS = {"shingles": "carried_shingles", "nums": "carried_nums", "names": "carried_names"}
+
+
 def stored_batch(conf: "Config"):
-    """A function from an Arrow batch (id, lang, title, body, simhash_w, mh_bands) to one of
-    (id, sim_buckets, shingles, nums, names, stage3_settings): the STORED columns, for the documents COPY path."""
+    """A function from an Arrow batch (id, lang, title, body, simhash_w, mh_bands; optionally CARRIED and
+    CARRIED_COLUMNS) to one of (id, sim_buckets, shingles, nums, names, stage3_settings): the STORED
+    columns, for the documents COPY path.
+
+    A row marked CARRIED takes prepare's features as they are: prepare derives them from the same text
+    with the same functions as PairFeatures (keys.verify_fields), so deriving them again from the body
+    (about 100 s of a 1M load on this machine) would only give the same bytes. The other rows (a batch
+    without those columns, a document prepare gave none) derive them from title and body."""
     pair_features, sim_conf, settings = PairFeatures(conf), conf.simhash, settings_digest(conf)
     schema = pa.schema([("id", pa.int64()), ("sim_buckets", pa.list_(pa.int64())), ("shingles", pa.binary()),
                         ("nums", pa.list_(pa.string())), ("names", pa.list_(pa.string())),
                         ("stage3_settings", pa.string())])
 
     def run(batch: pa.RecordBatch) -> pa.RecordBatch:
-        cols = {c: batch.column(c).to_pylist() for c in ("id", "lang", "title", "body", "simhash_w", "mh_bands")}
-        feats = features_of(pair_features, cols["id"], cols["lang"], cols["title"], cols["body"])
-        rows = [stored_values(f, bucket_codes(lang, fp, bands, sim_conf), settings) if fp is not None else None
-                for f, lang, fp, bands in zip(feats, cols["lang"], cols["simhash_w"], cols["mh_bands"])]
+        cols = {c: batch.column(c).to_pylist() for c in ("id", "lang", "simhash_w", "mh_bands")}
+        n = batch.num_rows
+        carried = (batch.column(CARRIED).fill_null(False).to_numpy(zero_copy_only=False)
+                   if CARRIED in batch.schema.names else np.zeros(n, np.bool_))
+        derive = np.flatnonzero(~carried & batch.column("simhash_w").is_valid().to_numpy(zero_copy_only=False))
+        shingles, nums, names = [None] * n, [None] * n, [None] * n
+        if carried.any():
+            kept = np.flatnonzero(carried)
+            for name, target in (("shingles", shingles), ("nums", nums), ("names", names)):
+                values = batch.column(CARRIED_COLUMNS[name]).take(kept).to_pylist()
+                for i, v in zip(kept, values):
+                    target[i] = v
+        if len(derive):
+            sub = batch.take(pa.array(derive))
+            feats = features_of(pair_features, sub.column("id").to_pylist(), sub.column("lang").to_pylist(),
+                                sub.column("title").to_pylist(), sub.column("body").to_pylist())
+            for i, f in zip(derive, feats):
+                shingles[i], nums[i], names[i] = f.shingle_bytes(), list(f.nums), list(f.names)
+        present = [fp is not None for fp in cols["simhash_w"]]
         return pa.RecordBatch.from_pydict({
             "id": cols["id"],
-            **{c: [r[c] if r is not None else None for r in rows] for c in STORED}}, schema=schema)
+            "sim_buckets": [bucket_codes(lang, fp, bands, sim_conf) if ok else None
+                            for ok, lang, fp, bands in zip(present, cols["lang"], cols["simhash_w"], cols["mh_bands"])],
+            "shingles": [v if ok else None for ok, v in zip(present, shingles)],
+            "nums": [list(v) if ok and v is not None else None for ok, v in zip(present, nums)],
+            "names": [list(v) if ok and v is not None else None for ok, v in zip(present, names)],
+            "stage3_settings": [settings if ok else None for ok in present]}, schema=schema)
 
     return run, schema
 
