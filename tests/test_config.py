@@ -38,6 +38,8 @@ def test_bands_the_documents_table_cannot_hold_are_refused(bands):
     ({"semantic": {"device": "tpu"}}, "semantic.device='tpu'"),
     ({"spark": {"parquet_compression": "brotli"}}, "spark.parquet_compression='brotli': expected one of zstd, snappy"),
     ({"semantic": {"batch_size": 0}}, "semantic.batch_size=0"),
+    ({"postgres": {"embedded_settings": {"shared_buffers": "1GB; DROP"}}}, "postgres.embedded_settings.shared_buffers"),
+    ({"postgres": {"embedded_settings": {"Work Mem": "4MB"}}}, "postgres.embedded_settings='Work Mem'"),
     ({"semantic": {"enabled": "yes"}}, "semantic.enabled='yes': expected true or false"),
     ({"simhash": {"bandz": 4}}, "simhash.bandz: unknown key"),
     ({"content": {"boilerplate_lines": ["(unclosed"]}}, r"content.boilerplate_lines\[0\]"),

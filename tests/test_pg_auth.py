@@ -121,7 +121,7 @@ def test_a_run_without_dsn_loads_through_the_password_protected_listener(spark, 
     port = _free_port()
     conf = tmp_path / "c.yaml"
     conf.write_text("spark: {shuffle_partitions: 2, delta_snapshot_partitions: 1}\n"
-                    f"postgres: {{listen: '127.0.0.1:{port}'}}\n")
+                    f"postgres: {{listen: '127.0.0.1:{port}', embedded_settings: {{work_mem: 7MB}}}}\n")
     out = tmp_path / "out"
     stdout = io.StringIO()
     try:
@@ -138,5 +138,8 @@ def test_a_run_without_dsn_loads_through_the_password_protected_listener(spark, 
         with psycopg.connect(dsn) as conn:   # the executors' COPY went through the same listener and password
             n = conn.execute("SELECT count(*) FROM duplicate_links").fetchone()[0]
         assert n == store.read(spark, str(out), "duplicate_links").count() > 0
+        with psycopg.connect(dsn) as conn:   # started with the configured settings: the defaults' and this file's
+            assert [conn.execute(f"SHOW {name}").fetchone()[0] for name in ("shared_buffers", "work_mem")] == [
+                "1GB", "7MB"]
     finally:
         pg_embedded.stop(out / "pgdata")

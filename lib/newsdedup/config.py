@@ -468,8 +468,17 @@ class PostgresConfig:
     listen: Optional[str] = None   # "host:port" for the embedded server's TCP listener
     # The schema that holds newsdedup's tables and views; null: the server's search_path (public).
     schema: Optional[str] = None
+    # Server settings (name: value) the embedded server is started with (`postgres -c`); a server
+    # already running keeps those it was started with.
+    embedded_settings: dict[str, Any] = field(default_factory=dict)
 
     def validate(self, key: str) -> None:
+        for name, value in self.embedded_settings.items():
+            _check(re.fullmatch(r"[a-z_][a-z0-9_.]*", str(name)) is not None, f"{key}.embedded_settings", name,
+                   "Postgres setting names (lower-case letters, digits, _ and .)")
+            _check(isinstance(value, (str, int, float)) and not isinstance(value, bool)
+                   and re.fullmatch(r"[A-Za-z0-9_.+-]+", str(value)) is not None,
+                   f"{key}.embedded_settings.{name}", value, "a plain value such as 1GB, 4096 or on")
         if self.schema is not None:
             _check(is_identifier(self.schema), f"{key}.schema", self.schema,
                    "a Postgres identifier: letters, digits and _, not starting with a digit or pg_, "

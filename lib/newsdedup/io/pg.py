@@ -221,16 +221,17 @@ def one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
-def embedded_dsn(pgdata: str | Path, listen: str | None = None) -> str:
+def embedded_dsn(pgdata: str | Path, listen: str | None = None, settings: dict | None = None) -> str:
     """Start (or reuse) the embedded PostgreSQL 18 + pgvector in pgdata and return its DSN (password included).
 
     The server is left running after this process exits, so the DSN stays usable
-    from psql, notebooks and, with `postgres.listen`, executors on other machines.
+    from psql, notebooks and, with `postgres.listen`, executors on other machines. settings: server
+    settings a server started here gets (postgres.embedded_settings).
     """
     from . import pg_embedded
 
     try:
-        return pg_embedded.start(pgdata, listen)
+        return pg_embedded.start(pgdata, listen, settings)
     except Exception as exc:  # noqa: BLE001 - initdb/pg_ctl failures, a busy port: all need a person
         raise PostgresUnavailable(f"the embedded Postgres in {pgdata} did not start: {one_line(exc)[:500]} "
                                   f"(its log: {Path(pgdata) / 'log'})") from None
@@ -256,7 +257,7 @@ def resolve_dsn(conf: "Config", output: str | Path | None, dsn: str | None = Non
     if pgdata is None:
         resolved = dsn or os.environ.get("NEWSDEDUP_PG_DSN") or conf.postgres.dsn
     else:
-        resolved = embedded_dsn(pgdata, conf.postgres.listen)
+        resolved = embedded_dsn(pgdata, conf.postgres.listen, conf.postgres.embedded_settings)
     dsn_text.remember(resolved)
     return with_schema(resolved, conf.postgres.schema)
 

