@@ -375,10 +375,7 @@ def with_live_columns(docs: DataFrame, conf: "Config", facts: bool, features: Da
         for batch in batches:
             added = stage3(batch)
             if derived is not None:
-                from_text = batch.column("simhash_w").is_valid()
-                if carried:
-                    from_text = pc.and_(from_text, pc.invert(batch.column(simhash_live.CARRIED).fill_null(False)))
-                derived.add(int(pc.sum(from_text.cast(pa.int64())).as_py() or 0))
+                derived.add(len(simhash_live.rows_to_derive(batch)))
             cols = {name: batch.column(name) for name in KEY_COLUMNS}
             cols.update({name: added.column(name) for name in simhash_live.STORED})
             if facts:

@@ -78,6 +78,15 @@ CARRIED = "carried"
 CARRIED_COLUMNS = {"shingles": "carried_shingles", "nums": "carried_nums", "names": "carried_names"}
 
 
+def rows_to_derive(batch: pa.RecordBatch) -> np.ndarray:
+    """The positions of the batch's rows whose STORED columns stored_batch derives from the text: those
+    with a simhash_w (the others get none) that are not marked CARRIED."""
+    derive = batch.column("simhash_w").is_valid().to_numpy(zero_copy_only=False)
+    if CARRIED in batch.schema.names:
+        derive = derive & ~batch.column(CARRIED).fill_null(False).to_numpy(zero_copy_only=False)
+    return np.flatnonzero(derive)
+
+
 def stored_batch(conf: "Config"):
     """A function from an Arrow batch (id, lang, title, body, simhash_w, mh_bands; optionally CARRIED and
     CARRIED_COLUMNS) to one of (id, sim_buckets, shingles, nums, names, stage3_settings): the STORED
@@ -96,15 +105,12 @@ def stored_batch(conf: "Config"):
     def run(batch: pa.RecordBatch) -> pa.RecordBatch:
         cols = {c: batch.column(c).to_pylist() for c in ("id", "lang", "simhash_w", "mh_bands")}
         n = batch.num_rows
-        carried = (batch.column(CARRIED).fill_null(False).to_numpy(zero_copy_only=False)
-                   if CARRIED in batch.schema.names else np.zeros(n, np.bool_))
-        derive = np.flatnonzero(~carried & batch.column("simhash_w").is_valid().to_numpy(zero_copy_only=False))
+        derive = rows_to_derive(batch)
         shingles, nums, names = [None] * n, [None] * n, [None] * n
-        if carried.any():
-            kept = np.flatnonzero(carried)
+        if CARRIED in batch.schema.names:
+            kept = np.flatnonzero(batch.column(CARRIED).fill_null(False).to_numpy(zero_copy_only=False))
             for name, target in (("shingles", shingles), ("nums", nums), ("names", names)):
-                values = batch.column(CARRIED_COLUMNS[name]).take(kept).to_pylist()
-                for i, v in zip(kept, values):
+                for i, v in zip(kept, batch.column(CARRIED_COLUMNS[name]).take(kept).to_pylist()):
                     target[i] = v
         if len(derive):
             sub = batch.take(pa.array(derive))
@@ -118,8 +124,8 @@ def stored_batch(conf: "Config"):
             "sim_buckets": [bucket_codes(lang, fp, bands, sim_conf) if ok else None
                             for ok, lang, fp, bands in zip(present, cols["lang"], cols["simhash_w"], cols["mh_bands"])],
             "shingles": [v if ok else None for ok, v in zip(present, shingles)],
-            "nums": [list(v) if ok and v is not None else None for ok, v in zip(present, nums)],
-            "names": [list(v) if ok and v is not None else None for ok, v in zip(present, names)],
+            "nums": [v if ok else None for ok, v in zip(present, nums)],
+            "names": [v if ok else None for ok, v in zip(present, names)],
             "stage3_settings": [settings if ok else None for ok in present]}, schema=schema)
 
     return run, schema
