@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from newsdedup import cli, job
-from newsdedup.io import pg_documents, store
+from newsdedup.io import pg, pg_documents, store
 from newsdedup.ops import check
 from newsdedup.stages.simhash import hamming
 
@@ -127,11 +127,55 @@ def test_a_row_with_carried_features_takes_them_and_the_others_derive_theirs(loa
     assert count.value == sum(1 for i, d in docs.items() if d["simhash_w"] is not None) - 1
 
 
+# The Spark type of each load column (pg_documents.COLUMNS) that is not a string.
+DOC_TYPES = {"id": "long", "simhash": "long", "simhash_w": "long", "published_at": "timestamp",
+             **{f"band_{i}": "int" for i in range(4)}, "mh_bands": "array<long>", "sim_buckets": "array<long>",
+             "shingles": "binary", "nums": "array<string>", "names": "array<string>", "embedding": "array<float>"}
+
+
 def _doc_rows(spark, rows):
     cols = pg_documents.COLUMNS
     data = [tuple(r.get(c) for c in cols) for r in rows]
-    schema = ", ".join(f"{c} {'long' if c in ('id', 'simhash') else 'int' if c.startswith('band') else 'timestamp' if c == 'published_at' else 'string'}" for c in cols)
-    return spark.createDataFrame(data, schema)
+    return spark.createDataFrame(data, ", ".join(f"{c} {DOC_TYPES.get(c, 'string')}" for c in cols))
+
+
+def test_the_binary_copy_stores_every_column_as_an_insert_of_the_same_values(spark, pg_dsn):
+    """pg.stage_dataframe sends each value in its column's binary format (jsonb and vector by dumpers of
+    the job's own): every staged column reads back as a plain INSERT of the same values stores it."""
+    import datetime as dt
+
+    import numpy as np
+
+    utc = dt.timezone.utc
+    full = {"id": -(2 ** 63) + 1, "url": "https://x.test/a?b=%E0%A6%95#f", "canonical_url": "https://x.test/a",
+            "url_hash": "ab" * 32, "content_hash": "cd" * 32, "simhash": -(2 ** 63), "band_0": 0, "band_1": 65535,
+            "band_2": -1, "band_3": 7, "published_at": dt.datetime(2024, 2, 29, 23, 59, 59, 123456, utc),
+            "lang": "bn", "source": "ঢাকা ট্রিবিউন", "title": "সংসদে বাজেট \u201cpassed\u201d\x00 — ok", "run_id": "r1",
+            "simhash_w": 2 ** 63 - 1, "mh_bands": [-5, 0, 2 ** 62], "sim_buckets": [1, -2],
+            "shingles": b"\x00\x01\xff\x00", "nums": ["৫", "3.5"], "names": ["Dhaka", "ঢাকা"], "stage3_settings": "s1",
+            "facts": '{"nums": ["৫"], "names": {"a": [1, null]}, "t": "q\\"x"}', "model_version": "m@1",
+            "embedding": [0.1, -2.5e-08, 3.4e38, 0.0]}
+    empty = {"id": 2, "mh_bands": [], "sim_buckets": [], "nums": [], "names": [], "shingles": b"", "facts": "{}"}
+    rows = [full, empty, {"id": 3}]
+    pg_documents.ensure_schema(pg_dsn, dim=4)
+    cols = pg_documents.COLUMNS
+    assert pg.stage_dataframe(_doc_rows(spark, rows), pg_dsn, "documents_staging", cols, "binary") == 3
+    casts = {c: f"::{t}" for c, t in pg_documents._TYPES.items()}
+    with psycopg.connect(pg_dsn) as conn:
+        for r in rows:
+            values = [r.get(c) for c in cols]
+            values = [v.replace("\x00", "\ufffd") if isinstance(v, str) else v for v in values]
+            emb = cols.index("embedding")
+            if values[emb] is not None:   # what the float4 values read as in pgvector's text
+                values[emb] = "[" + ",".join(repr(float(x)) for x in np.asarray(values[emb], np.float32)) + "]"
+            conn.execute(f"INSERT INTO documents_staging (load_id, {', '.join(cols)}) VALUES ('insert', "
+                         + ", ".join(f"%s{casts.get(c, '')}" for c in cols) + ")", values)
+    texts = ", ".join(f"{c}::text" for c in cols)
+    got = {load: sorted(q(pg_dsn, f"SELECT {texts} FROM documents_staging WHERE load_id = %s", (load,)), key=str)
+           for load in ("binary", "insert")}
+    assert got["binary"] == got["insert"] and len(got["binary"]) == 3
+    assert [v for v in got["binary"] if v[0] == str(full["id"])][0][cols.index("title")] == \
+        "সংসদে বাজেট \u201cpassed\u201d\ufffd — ok"
 
 
 @pytest.mark.parametrize("empty_first", [True, False])
@@ -182,11 +226,11 @@ def test_a_slice_load_moves_url_hash_between_stored_documents_of_its_groups(spar
 def test_a_reload_without_vectors_keeps_the_vectors_an_earlier_load_gave(spark, pg_dsn):
     """A load of documents without vectors (stage 4 off, another model's rows not joined) upserts their keys
     and leaves each stored vector; a load with a vector replaces it."""
-    first = [{"id": 1, "url_hash": "a", "title": "old", "model_version": "m@1", "embedding": "[1,0,0]"},
-             {"id": 2, "url_hash": "b", "title": "two", "model_version": "m@1", "embedding": "[0,1,0]"}]
+    first = [{"id": 1, "url_hash": "a", "title": "old", "model_version": "m@1", "embedding": [1.0, 0.0, 0.0]},
+             {"id": 2, "url_hash": "b", "title": "two", "model_version": "m@1", "embedding": [0.0, 1.0, 0.0]}]
     assert pg_documents.load_documents(_doc_rows(spark, first), pg_dsn, "L1", dim=3)["inserted"] == 2
     second = [{"id": 1, "url_hash": "a", "title": "new"},
-              {"id": 2, "url_hash": "b", "title": "two", "model_version": "m@1", "embedding": "[0,0,1]"},
+              {"id": 2, "url_hash": "b", "title": "two", "model_version": "m@1", "embedding": [0.0, 0.0, 1.0]},
               {"id": 3, "url_hash": "c", "title": "three"}]
     assert pg_documents.load_documents(_doc_rows(spark, second), pg_dsn, "L2", dim=3) == \
         {"staged": 3, "inserted": 1, "updated": 2}

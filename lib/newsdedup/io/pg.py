@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+import numpy as np
 import psycopg
 from psycopg import sql
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 LINK_COLUMNS = ("duplicate_id", "canonical_id", "stage", "score", "linked_at", "run_id",
                 "reverted_at", "revert_reason", "via_id")
@@ -32,6 +36,8 @@ from . import dsn as dsn_text, failpoints
 from ..stages import STAGE_NAMES
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..config import Config
 
 _STAGE_LIST = ", ".join(f"'{s}'" for s in STAGE_NAMES)
@@ -424,35 +430,96 @@ def bigint_array(values: Iterable[int]) -> str:
     return "{" + ",".join(map(str, map(int, values))) + "}"
 
 
-def copy_rows(dsn: str, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],
-              prefix: Sequence[Any] = ()) -> int:
-    """COPY rows (each prefixed with `prefix` values) into table; returns the row count."""
+# ---------------------------------------------------------------- the executors' COPY
+
+# Binary COPY: each value goes in its column's own wire format, so the server parses no text (the
+# job's COPY text of 50,658 documents rows took 13.6-15.7 s, the same rows in binary 5.2-5.3 s).
+# A value's format follows the staging column's type (column_types), not its Python type; two types
+# need a dumper of their own: jsonb, whose psycopg dumper would encode the job's JSON text as a JSON
+# string, and pgvector's vector, which psycopg does not know.
+
+class JsonTextBinaryDumper(Dumper):
+    """jsonb in the binary format (version 1, then the text) from JSON text, used as it is."""
+
+    format = Format.BINARY
+    oid = psycopg.postgres.types["jsonb"].oid
+
+    def dump(self, obj: str) -> bytes:
+        return b"\x01" + obj.encode()
+
+
+class VectorBinaryDumper(Dumper):
+    """pgvector's binary format (dimension, a zero, big-endian float4 values) from a list of floats.
+    Bound to the database's vector oid (an extension type has none fixed) by vector_dumper."""
+
+    format = Format.BINARY
+
+    def dump(self, obj: Sequence[float]) -> bytes:
+        return struct.pack("!hh", len(obj), 0) + np.asarray(obj, ">f4").tobytes()
+
+
+def vector_dumper(oid: int) -> type[Dumper]:
+    return type("BoundVectorBinaryDumper", (VectorBinaryDumper,), {"oid": oid})
+
+
+def column_types(conn: psycopg.Connection, table: str, columns: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """Each of columns' type in table: (oid, type name), read from the catalog."""
+    rows = conn.execute(
+        "SELECT attname, atttypid::int, format_type(atttypid, NULL) FROM pg_attribute "
+        "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", (table,)).fetchall()
+    found = {name: (oid, type_name) for name, oid, type_name in rows}
+    missing = [c for c in columns if c not in found]
+    if missing:
+        raise ValueError(f"{table} has no column {', '.join(missing)}")
+    return {c: found[c] for c in columns}
+
+
+def copy_batches(conn: psycopg.Connection, table: str, columns: Sequence[str], types: dict[str, tuple[int, str]],
+                 batches: Iterable["pa.RecordBatch"], prefix: Sequence[Any] = ()) -> int:
+    """COPY the rows of the Arrow batches into table in the binary format; returns the row count.
+    columns: table's columns to fill, the first len(prefix) from prefix on every row, the others
+    from the batches' columns of those names; types: column_types of table for columns."""
+    for oid, type_name in types.values():
+        if type_name == "vector":
+            conn.adapters.register_dumper(None, vector_dumper(oid))
+    conn.adapters.register_dumper(None, JsonTextBinaryDumper)
     n = 0
-    with connect(dsn) as conn, conn.cursor() as cur:
-        stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(
+    body = columns[len(prefix):]
+    with conn.cursor() as cur:
+        stmt = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
             sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
         with cur.copy(stmt) as cp:
-            for row in rows:
-                cp.write_row((*prefix, *row))
-                n += 1
+            cp.set_types([types[c][0] for c in columns])
+            for batch in batches:
+                values = [batch.column(c).to_pylist() for c in body]
+                for row in zip(*values):
+                    cp.write_row((*prefix, *row))
+                n += batch.num_rows
     return n
 
 
 def stage_dataframe(df, dsn: str, table: str, columns: Sequence[str], load_id: str) -> int:
-    """COPY a Spark DataFrame into a staging table from the executors, partition by partition."""
+    """COPY a Spark DataFrame into a staging table from the executors, partition by partition, as
+    Arrow batches in the binary format (copy_batches); returns the row count."""
     from pyspark.sql import functions as F
 
     cols = list(columns)
-    types = dict(df.dtypes)
+    spark_types = dict(df.dtypes)
+    with connect(dsn) as conn:
+        types = column_types(conn, table, ["load_id", *cols])
 
-    def load(rows: Iterator) -> Iterator[int]:
-        yield copy_rows(dsn, table, ["load_id", *cols], ((r[c] for c in cols) for r in rows),
-                        prefix=(load_id,))
+    def load(batches: Iterator["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        import pyarrow as pa
+
+        with connect(dsn) as conn:
+            n = copy_batches(conn, table, ["load_id", *cols], types, batches, prefix=(load_id,))
+        yield pa.record_batch({"n": pa.array([n], pa.int64())})
 
     # NULs replaced in Spark, not per value in the COPY loop (see pg_text).
-    select = [F.regexp_replace(c, "\\x00", NUL_SUBSTITUTE).alias(c) if types[c] == "string" else F.col(c)
+    select = [F.regexp_replace(c, "\\x00", NUL_SUBSTITUTE).alias(c) if spark_types[c] == "string" else F.col(c)
               for c in cols]
-    staged = int(sum(df.select(*select).rdd.mapPartitions(load).collect()))
+    counts = df.select(*select).mapInArrow(load, "n long").collect()
+    staged = int(sum(r["n"] for r in counts))
     failpoints.pause(f"staged:{table}")   # staged, nothing merged: where tests/test_faults.py strikes
     return staged
 

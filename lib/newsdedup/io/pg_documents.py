@@ -288,7 +288,7 @@ def _merge(conn, load_id: str, url_groups: pa.Table | None = None) -> dict[str, 
 
 def load_documents(df: DataFrame, dsn: str, load_id: str, dim: int | None = None,
                    url_groups: pa.Table | None = None) -> dict[str, int]:
-    """Idempotently load a DataFrame with COLUMNS (embedding as pgvector text or null), and give the
+    """Idempotently load a DataFrame with COLUMNS (embedding array<float> or null), and give the
     stored documents of url_groups (id, url_hash; rows_of_slice) their url_hash.
 
     Returns staged (rows copied), inserted and updated counts.
@@ -421,8 +421,8 @@ def rows_from_delta(spark: SparkSession, output: str, conf: "Config", model_vers
 
 def _with_vectors(spark: SparkSession, output: str, docs: DataFrame,
                   model_version: str | None) -> tuple[DataFrame, int | None]:
-    """docs (KEY_COLUMNS + LIVE_COLUMNS) as COLUMNS: with the stored vectors of model_version (as
-    pgvector text), or none; and their dimension."""
+    """docs (KEY_COLUMNS + LIVE_COLUMNS) as COLUMNS: with the stored vectors of model_version
+    (array<float>), or none; and their dimension."""
     emb_path = store.table_path(output, "embeddings")
     dim = None
     if model_version is not None and store.exists(spark, emb_path):
@@ -434,9 +434,7 @@ def _with_vectors(spark: SparkSession, output: str, docs: DataFrame,
     else:
         docs = docs.select("*", F.lit(None).cast("string").alias("model_version"),
                            F.lit(None).cast("array<float>").alias("embedding"))
-    text = F.when(F.col("embedding").isNotNull(), F.concat(
-        F.lit("["), F.array_join(F.col("embedding").cast("array<string>"), ","), F.lit("]")))
-    return docs.withColumn("embedding", text).select(*COLUMNS), dim
+    return docs.select(*COLUMNS), dim
 
 
 URL_GROUPS_ARROW = pa.schema([("id", pa.int64()), ("url_hash", pa.string())])

@@ -65,10 +65,7 @@ def load_documents(df: DataFrame, dsn: str, load_id: str) -> dict[str, Any]:
                     f"Postgres documents hold model_version {current!r}, refusing to add {version!r}: "
                     "the seed query would compare vectors of different models")
             conn.execute("DELETE FROM documents_staging WHERE load_id = %s", (load_id,))
-        staged_df = df.select(*[c for c in DOCUMENT_COLUMNS if c != "embedding"],
-                              F.concat(F.lit("["), F.array_join(F.col("embedding").cast("array<string>"), ","),
-                                       F.lit("]")).alias("embedding"))
-        staged = pg.stage_dataframe(staged_df, dsn, "documents_staging", DOCUMENT_COLUMNS, load_id)
+        staged = pg.stage_dataframe(df, dsn, "documents_staging", DOCUMENT_COLUMNS, load_id)
         cols = sql.SQL(", ").join(map(sql.Identifier, DOCUMENT_COLUMNS))
         updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
                                      for c in DOCUMENT_COLUMNS if c != "id")
