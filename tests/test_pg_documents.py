@@ -146,6 +146,8 @@ def test_the_binary_copy_stores_every_column_as_an_insert_of_the_same_values(spa
 
     import numpy as np
 
+    from newsdedup.stages.semantic.embeddings import vector_literal
+
     utc = dt.timezone.utc
     full = {"id": -(2 ** 63) + 1, "url": "https://x.test/a?b=%E0%A6%95#f", "canonical_url": "https://x.test/a",
             "url_hash": "ab" * 32, "content_hash": "cd" * 32, "simhash": -(2 ** 63), "band_0": 0, "band_1": 65535,
@@ -166,8 +168,8 @@ def test_the_binary_copy_stores_every_column_as_an_insert_of_the_same_values(spa
             values = [r.get(c) for c in cols]
             values = [v.replace("\x00", "\ufffd") if isinstance(v, str) else v for v in values]
             emb = cols.index("embedding")
-            if values[emb] is not None:   # what the float4 values read as in pgvector's text
-                values[emb] = "[" + ",".join(repr(float(x)) for x in np.asarray(values[emb], np.float32)) + "]"
+            if values[emb] is not None:   # the float4 values, in pgvector's text
+                values[emb] = vector_literal(np.asarray(values[emb], np.float32))
             conn.execute(f"INSERT INTO documents_staging (load_id, {', '.join(cols)}) VALUES ('insert', "
                          + ", ".join(f"%s{casts.get(c, '')}" for c in cols) + ")", values)
     texts = ", ".join(f"{c}::text" for c in cols)

@@ -613,7 +613,7 @@ def embedding_dim(model) -> int:
 
 
 def vector_literal(values: Sequence[float]) -> str:
-    """pgvector's text form: [0.1,0.2,...] (what the documents load and the live lookup send)."""
+    """pgvector's text form: [0.1,0.2,...] (what the live lookups send; the loads COPY vectors in binary)."""
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 

@@ -95,8 +95,8 @@ def stored_batch(conf: "Config"):
     A row marked CARRIED takes prepare's features as they are: prepare derives them from the same text
     with the same functions as PairFeatures (keys.verify_features), so deriving them again from the body
     (about 100 s of a 1M load on this machine, docs/benchmarks-incremental.md) would only give the same
-    bytes. The other rows (a batch
-    without those columns, a document prepare gave none) derive them from title and body."""
+    bytes. The other rows (a batch without those columns, a document prepare gave none) derive them from
+    title and body."""
     pair_features, sim_conf, settings = PairFeatures(conf), conf.simhash, settings_digest(conf)
     schema = pa.schema([("id", pa.int64()), ("sim_buckets", pa.list_(pa.int64())), ("shingles", pa.binary()),
                         ("nums", pa.list_(pa.string())), ("names", pa.list_(pa.string())),
