@@ -37,6 +37,8 @@ class CascadeResult:
     quarantine: DataFrame
     # The ids whose links the run computed (incremental.closure); None: the whole archive.
     scope: DataFrame | None = None
+    # The archive's rows of scope, as the stages saw them (before this run's write); None with scope.
+    scope_rows: DataFrame | None = None
     # The components rows of the documents the run computed links for (None: a dry run).
     components: DataFrame | None = None
     # No document's id is in the documents table yet (incremental.Archive.all_new): appended, not merged.
@@ -200,7 +202,8 @@ def run_cascade(spark: SparkSession, raw: DataFrame, conf: "Config", report: Run
         report.add(out.report)
         components = out.frames["components"]
     return CascadeResult(documents=_with_flags(new_docs, all_flags), links=links, quarantine=quarantine,
-                         scope=scope, components=components, documents_new=archive.all_new, features=verify)
+                         scope=scope, scope_rows=None if scope is None else docs, components=components,
+                         documents_new=archive.all_new, features=verify)
 
 
 def _closure_step(spark: SparkSession, archive: "incremental.Archive", conf: "Config",

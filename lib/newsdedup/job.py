@@ -343,11 +343,13 @@ def _prepare_layout(spark, documents_schema, output: str, conf: "Config") -> lis
 
 
 def _written(spark, output: str, conf: "Config", result, report: RunReport,
-             now: datetime) -> tuple["DataFrame", "DataFrame | None"]:
+             now: datetime) -> tuple["DataFrame", "pg_documents.SliceRows | None"]:
     """Ids of the documents this run wrote: the slice's, and those stage 4 gave a vector (embedded_at
-    from this run on; a resumed run keeps its start time); and, when the slice's are all, the slice's
-    rows as written (the job's own), which its Postgres load takes instead of reading them again."""
-    mine = result.documents.withColumn("run_id", F.lit(report.run_id))
+    from this run on; a resumed run keeps its start time); and, when the slice's are all, the rows
+    the job holds that its Postgres load takes instead of reading the documents table again: the
+    slice's as written, and the archive rows of the run's scope."""
+    mine = pg_documents.SliceRows(documents=result.documents.withColumn("run_id", F.lit(report.run_id)),
+                                  archive=result.scope_rows)
     ids = result.documents.select("id")
     path = store.table_path(output, "embeddings")
     if conf.semantic.enabled and store.exists(spark, path):
@@ -369,13 +371,14 @@ def _pg_counts(dsn: str) -> tuple[int, int] | None:
 
 def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: RunReport,
                    written: "DataFrame | None" = None, changed: "DataFrame | None" = None,
-                   mine: "DataFrame | None" = None, features: "DataFrame | None" = None) -> None:
+                   mine: "pg_documents.SliceRows | None" = None,
+                   features: "DataFrame | None" = None) -> None:
     """Load Delta's documents and links into Postgres.
 
     written, changed: the documents this run wrote and the keys of the links it changed; only
     those are loaded, unless Postgres is empty or, after that load, holds other row counts than
-    Delta (an earlier load failed): then everything is loaded, as without them. mine: the rows of
-    written, when the job has them (_written). features: prepare's verification features of the run's
+    Delta (an earlier load failed): then everything is loaded, as without them. mine: the rows the
+    job holds for written's load, when it has them (_written). features: prepare's verification features of the run's
     documents (CascadeResult.features), which their rows take instead of deriving them again."""
     dsn = pg.resolve_dsn(conf, output, dsn)
     progress.started("load_postgres")
@@ -395,7 +398,7 @@ def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: 
 
 
 def _load(spark, output: str, conf: "Config", dsn: str, report: RunReport, links: "DataFrame",
-          ids: "DataFrame | None", mine: "DataFrame | None" = None,
+          ids: "DataFrame | None", mine: "pg_documents.SliceRows | None" = None,
           features: "DataFrame | None" = None) -> tuple[dict, dict]:
     # Documents (with the vectors of the configured model) first: the links reference them.
     docs = report.timed("load_postgres_documents", lambda: (

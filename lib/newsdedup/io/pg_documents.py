@@ -30,6 +30,7 @@ stored text is read again.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
@@ -440,29 +441,42 @@ def _with_vectors(spark: SparkSession, output: str, docs: DataFrame,
 URL_GROUPS_ARROW = pa.schema([("id", pa.int64()), ("url_hash", pa.string())])
 
 
-def held_url_hashes(spark: SparkSession, output: str, docs: DataFrame) -> pa.Table:
-    """(id, url_hash as Postgres holds it) for every document of the URL groups of docs, read from the
-    documents Delta table's keys alone (no text decoded): the table must already hold docs."""
-    keys = store.read(spark, output, "documents").select("id", "url_hash", "published_at")
+def held_url_hashes(keys: DataFrame, docs: DataFrame) -> pa.Table:
+    """(id, url_hash as Postgres holds it) for every document of the URL groups of docs, from keys:
+    rows (id, url_hash, published_at) that hold every member of those groups, docs among them."""
     groups = docs.where(F.col("url_hash").isNotNull()).select("url_hash").distinct()
-    held = url_hash_of_group_first(keys.join(groups, "url_hash", "left_semi")).select("id", "url_hash")
-    return held.toArrow().cast(URL_GROUPS_ARROW)
+    held = url_hash_of_group_first(keys.select("id", "url_hash", "published_at").join(groups, "url_hash", "left_semi"))
+    return held.select("id", "url_hash").toArrow().cast(URL_GROUPS_ARROW)
+
+
+@dataclass(frozen=True)
+class SliceRows:
+    """What a slice's run holds that its Postgres load takes instead of reading the documents table
+    again. documents: the slice's rows as the run wrote them there. archive: the archive's rows its
+    stages saw (CascadeResult.scope_rows), as they were before that write; the closure reaches every
+    stored document that shares a url_hash with the slice (incremental.round_hits), so every member
+    of the slice's URL groups is among them, with the same id, url_hash and published_at."""
+
+    documents: DataFrame
+    archive: DataFrame
 
 
 def rows_of_slice(spark: SparkSession, output: str, conf: "Config", model_version: str | None,
-                  docs: DataFrame, features: DataFrame | None = None,
+                  slice_rows: SliceRows, features: DataFrame | None = None,
                   derived: "Accumulator | None" = None) -> tuple[DataFrame, pa.Table, int | None]:
-    """What a slice's load needs, without reading the stored texts again: docs (the rows this run
-    wrote to the documents table, from the job) as COLUMNS, their url_hash as Postgres holds it; the
-    (id, url_hash) of the other stored documents of their URL groups (a newcomer older than a
-    group's first takes url_hash from it, a re-crawl dated later may hand it back); the vector dim.
+    """What a slice's load needs, without reading the stored texts again: the slice's documents
+    (slice_rows.documents) as COLUMNS, their url_hash as Postgres holds it; the (id, url_hash) of
+    the other stored documents of their URL groups (a newcomer older than a group's first takes
+    url_hash from it, a re-crawl dated later may hand it back), from slice_rows.archive; the vector dim.
 
     The stored documents' other columns are unchanged by the run, so their Postgres rows stay.
     features, derived: with_live_columns's."""
     from ..clustering import cut_lineage
 
-    docs = cut_lineage(docs.select(*KEY_COLUMNS, "body", order_date().alias("fact_date")))
-    groups = held_url_hashes(spark, output, docs)
+    docs = cut_lineage(slice_rows.documents.select(*KEY_COLUMNS, "body", order_date().alias("fact_date")))
+    # From the archive rows the run holds: reading the documents table's keys for the groups was a
+    # scan of the whole table (1M documents: 1.9 s of a 52 s slice).
+    groups = held_url_hashes(slice_rows.archive, docs)
     held = spark.createDataFrame(groups.rename_columns(["id", "_held"]))
     docs = docs.join(held, "id", "left").withColumn("url_hash", F.col("_held")).select(*KEY_COLUMNS, "body",
                                                                                         "fact_date")
@@ -481,7 +495,12 @@ def _model_version(conf: "Config") -> str | None:
     return resolve(conf.semantic, with_thresholds=False).version
 
 
-def _with_vector_count(dsn: str, counts: dict[str, Any]) -> dict[str, Any]:
+def _with_vector_count(dsn: str, counts: dict[str, Any], model_version: str | None) -> dict[str, Any]:
+    """counts plus vectors (the documents holding a vector after the load) when the load takes
+    vectors (model_version: stage 4 on). Without stage 4 the count is left out: it is a scan of the
+    whole table (1M documents: 0.7 s) for a figure that load cannot change."""
+    if model_version is None:
+        return counts
     with pg.connect(dsn) as conn:
         counts["vectors"] = conn.execute("SELECT count(*) FROM documents WHERE embedding IS NOT NULL").fetchone()[0]
     return counts
@@ -499,21 +518,22 @@ def load_from_delta(spark: SparkSession, output: str, dsn: str, conf: "Config", 
 
     ids: load only these documents (and their url_hash groups, rows_from_delta); None: all.
     features: prepare's verification features of the run's documents (with_live_columns).
-    Counts as load_documents's, plus features_from_text (_from_text)."""
+    Counts as load_documents's, plus features_from_text (_from_text) and vectors (_with_vector_count)."""
     version = _model_version(conf)
     derived = spark.sparkContext.accumulator(0)
     rows, dim = rows_from_delta(spark, output, conf, version, ids, features, derived)
-    return _with_vector_count(dsn, _from_text(load_documents(rows, dsn, load_id, dim), derived))
+    return _with_vector_count(dsn, _from_text(load_documents(rows, dsn, load_id, dim), derived), version)
 
 
 def load_slice(spark: SparkSession, output: str, dsn: str, conf: "Config", load_id: str,
-               docs: DataFrame, features: DataFrame | None = None) -> dict[str, Any]:
-    """Load the documents a slice wrote (docs: the job's rows, as written to the documents table, already
-    there) and the url_hash of their URL groups' stored documents (rows_of_slice): what load_from_delta
-    with their ids loads, without reading the stored texts again. Counts as load_documents's, plus
-    url_group_members (the stored documents of their URL groups, whose url_hash it brought up to date)
-    and features_from_text (_from_text)."""
+               slice_rows: SliceRows, features: DataFrame | None = None) -> dict[str, Any]:
+    """Load the documents a slice wrote (slice_rows: the job's rows, as written to the documents table,
+    already there) and the url_hash of their URL groups' stored documents (rows_of_slice): what
+    load_from_delta with their ids loads, without reading the stored texts again. Counts as
+    load_documents's, plus url_group_members (the stored documents of their URL groups, whose
+    url_hash it brought up to date), features_from_text (_from_text) and vectors (_with_vector_count)."""
+    version = _model_version(conf)
     derived = spark.sparkContext.accumulator(0)
-    rows, groups, dim = rows_of_slice(spark, output, conf, _model_version(conf), docs, features, derived)
+    rows, groups, dim = rows_of_slice(spark, output, conf, version, slice_rows, features, derived)
     counts = _from_text(load_documents(rows, dsn, load_id, dim, groups), derived)
-    return _with_vector_count(dsn, {**counts, "url_group_members": groups.num_rows})
+    return _with_vector_count(dsn, {**counts, "url_group_members": groups.num_rows}, version)
