@@ -378,8 +378,9 @@ def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: 
     written, changed: the documents this run wrote and the keys of the links it changed; only
     those are loaded, unless Postgres is empty or, after that load, holds other row counts than
     Delta (an earlier load failed): then everything is loaded, as without them. mine: the rows the
-    job holds for written's load, when it has them (_written). features: prepare's verification features of the run's
-    documents (CascadeResult.features), which their rows take instead of deriving them again."""
+    job holds for written's load, when it has them (_written). features: prepare's verification
+    features of the run's documents (CascadeResult.features), which their rows take instead of
+    deriving them again."""
     dsn = pg.resolve_dsn(conf, output, dsn)
     progress.started("load_postgres")
     delta_links = store.read(spark, output, "duplicate_links")
