@@ -235,11 +235,11 @@ def _steps(spark, raw, output: str, conf: "Config", held: "lock.OutputLock | Non
             held.ensure_held()   # a run that stalled and lost its lock writes nothing
         changed = _write(spark, result, output, conf, report, now, state, settings)
         if load_pg:
-            written, mine = None, None
+            written, slice_rows = None, None
             if result.scope is not None and changed is not None:   # an incremental run loads what it changed
-                written, mine = _written(spark, output, conf, result, report, now)
+                written, slice_rows = _written(spark, output, conf, result, report, now)
             _load_postgres(spark, output, conf, dsn, report, written, changed if written is not None else None,
-                           mine, result.features)
+                           slice_rows, result.features)
     _record(spark, output, input_path, now, report, state)
     return report
 
@@ -348,15 +348,15 @@ def _written(spark, output: str, conf: "Config", result, report: RunReport,
     from this run on; a resumed run keeps its start time); and, when the slice's are all, the rows
     the job holds that its Postgres load takes instead of reading the documents table again: the
     slice's as written, and the archive rows of the run's scope."""
-    mine = pg_documents.SliceRows(documents=result.documents.withColumn("run_id", F.lit(report.run_id)),
-                                  archive=result.scope_rows)
+    slice_rows = pg_documents.SliceRows(documents=result.documents.withColumn("run_id", F.lit(report.run_id)),
+                                        archive=result.scope_rows)
     ids = result.documents.select("id")
     path = store.table_path(output, "embeddings")
     if conf.semantic.enabled and store.exists(spark, path):
         fresh = spark.read.format("delta").load(path).where(F.col("embedded_at") >= F.lit(now).cast("timestamp"))
         if not fresh.select("id").join(ids, "id", "left_anti").isEmpty():
             return ids.unionByName(fresh.select("id")).distinct(), None
-    return ids, mine
+    return ids, slice_rows
 
 
 def _pg_counts(dsn: str) -> tuple[int, int] | None:
@@ -371,14 +371,14 @@ def _pg_counts(dsn: str) -> tuple[int, int] | None:
 
 def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: RunReport,
                    written: "DataFrame | None" = None, changed: "DataFrame | None" = None,
-                   mine: "pg_documents.SliceRows | None" = None,
+                   slice_rows: "pg_documents.SliceRows | None" = None,
                    features: "DataFrame | None" = None) -> None:
     """Load Delta's documents and links into Postgres.
 
     written, changed: the documents this run wrote and the keys of the links it changed; only
     those are loaded, unless Postgres is empty or, after that load, holds other row counts than
-    Delta (an earlier load failed): then everything is loaded, as without them. mine: the rows the
-    job holds for written's load, when it has them (_written). features: prepare's verification
+    Delta (an earlier load failed): then everything is loaded, as without them. slice_rows: the rows
+    the job holds for written's load, when it has them (_written). features: prepare's verification
     features of the run's documents (CascadeResult.features), which their rows take instead of
     deriving them again."""
     dsn = pg.resolve_dsn(conf, output, dsn)
@@ -387,7 +387,7 @@ def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: 
     before = _pg_counts(dsn) if written is not None else None
     if before is not None and before[0] > 0:
         rows = delta_links.join(changed, list(store.LINK_KEY), "left_semi")
-        docs, loaded = _load(spark, output, conf, dsn, report, rows, written, mine, features)
+        docs, loaded = _load(spark, output, conf, dsn, report, rows, written, slice_rows, features)
         expected = (store.read(spark, output, "documents").count(), delta_links.count())
         if _pg_counts(dsn) == expected:
             return _loaded(report, docs, loaded)
@@ -399,11 +399,12 @@ def _load_postgres(spark, output: str, conf: "Config", dsn: str | None, report: 
 
 
 def _load(spark, output: str, conf: "Config", dsn: str, report: RunReport, links: "DataFrame",
-          ids: "DataFrame | None", mine: "pg_documents.SliceRows | None" = None,
+          ids: "DataFrame | None", slice_rows: "pg_documents.SliceRows | None" = None,
           features: "DataFrame | None" = None) -> tuple[dict, dict]:
     # Documents (with the vectors of the configured model) first: the links reference them.
     docs = report.timed("load_postgres_documents", lambda: (
-        pg_documents.load_slice(spark, output, dsn, conf, report.run_id, mine, features) if mine is not None
+        pg_documents.load_slice(spark, output, dsn, conf, report.run_id, slice_rows, features)
+        if slice_rows is not None
         else pg_documents.load_from_delta(spark, output, dsn, conf, report.run_id, ids, features)))
     loaded = report.timed("load_postgres", lambda: pg.load_links(links, dsn, report.run_id))
     return docs, loaded

@@ -412,8 +412,7 @@ def rows_from_delta(spark: SparkSession, output: str, conf: "Config", model_vers
         # whole rows to drop repeats).
         keys = stored.select("id", "url_hash")
         mine = keys.join(ids.select("id"), "id", "left_semi")
-        groups = mine.where(F.col("url_hash").isNotNull()).select("url_hash").distinct()
-        wanted = mine.select("id").unionByName(keys.join(groups, "url_hash", "left_semi").select("id")).distinct()
+        wanted = mine.select("id").unionByName(url_group_members(keys, mine).select("id")).distinct()
         stored = stored.join(wanted, "id", "left_semi")
     docs = url_hash_of_group_first(stored).select(*KEY_COLUMNS, "body", order_date().alias("fact_date"))
     return _with_vectors(spark, output, with_live_columns(docs, conf, facts=model_version is not None,
@@ -441,11 +440,16 @@ def _with_vectors(spark: SparkSession, output: str, docs: DataFrame,
 URL_GROUPS_ARROW = pa.schema([("id", pa.int64()), ("url_hash", pa.string())])
 
 
+def url_group_members(rows: DataFrame, docs: DataFrame) -> DataFrame:
+    """The rows that share a url_hash with one of docs (docs' own rows among them, where rows hold them)."""
+    groups = docs.where(F.col("url_hash").isNotNull()).select("url_hash").distinct()
+    return rows.join(groups, "url_hash", "left_semi")
+
+
 def held_url_hashes(keys: DataFrame, docs: DataFrame) -> pa.Table:
     """(id, url_hash as Postgres holds it) for every document of the URL groups of docs, from keys:
     rows (id, url_hash, published_at) that hold every member of those groups, docs among them."""
-    groups = docs.where(F.col("url_hash").isNotNull()).select("url_hash").distinct()
-    held = url_hash_of_group_first(keys.select("id", "url_hash", "published_at").join(groups, "url_hash", "left_semi"))
+    held = url_hash_of_group_first(url_group_members(keys.select("id", "url_hash", "published_at"), docs))
     return held.select("id", "url_hash").toArrow().cast(URL_GROUPS_ARROW)
 
 
