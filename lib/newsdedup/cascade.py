@@ -37,7 +37,7 @@ class CascadeResult:
     quarantine: DataFrame
     # The ids whose links the run computed (incremental.closure); None: the whole archive.
     scope: DataFrame | None = None
-    # The archive's rows of scope, as the stages saw them (before this run's write); None with scope.
+    # The archive's rows of scope, as the stages saw them (before this run's write); None when scope is None.
     scope_rows: DataFrame | None = None
     # The components rows of the documents the run computed links for (None: a dry run).
     components: DataFrame | None = None
